@@ -1,0 +1,246 @@
+"""Runners: one way to run a shell command somewhere as someone, and one record of what happened.
+
+Suites never care *how* a command reaches a machine; they care about the evidence: the command, where and as
+whom it ran, exit status, output and duration. Every runner returns a :class:`Result` carrying exactly that,
+and hands it to an optional observer (the evidence recorder) before returning it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+Observer = Callable[["Result"], None]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one command did. ``where`` names the machine/node/pod, ``user`` the identity it ran as."""
+
+    command: str
+    where: str
+    user: str
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration: float
+    started: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def check(self) -> Result:
+        """Return self if the command succeeded, else raise :class:`CommandFailed` with the evidence."""
+        if not self.ok:
+            raise CommandFailed(self)
+        return self
+
+    def describe(self, limit: int = 2000) -> str:
+        def cut(text: str) -> str:
+            return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
+
+        return (
+            f"$ {self.command}\n  [{self.user}@{self.where}, exit {self.exit_status}, {self.duration:.2f}s]\n"
+            f"  stdout: {cut(self.stdout.rstrip())}\n  stderr: {cut(self.stderr.rstrip())}"
+        )
+
+
+class CommandFailed(RuntimeError):
+    def __init__(self, result: Result) -> None:
+        self.result = result
+        super().__init__("command failed:\n" + result.describe())
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Runs a shell command line (interpreted by ``bash -c`` on the far side)."""
+
+    where: str
+    user: str
+
+    def run(
+        self,
+        command: str,
+        *,
+        input: str | None = None,
+        timeout: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> Result: ...
+
+
+def _finish(
+    observer: Observer | None, command: str, where: str, user: str, rc: int, out: str, err: str, t0: float
+) -> Result:
+    result = Result(command, where, user, rc, out, err, time.monotonic() - t0, started=time.time())
+    if observer is not None:
+        observer(result)
+    return result
+
+
+@dataclass
+class LocalRunner:
+    """Commands on this host, via ``bash -c``. ``prefix`` wraps them (e.g. ``nsenter ...`` for a node)."""
+
+    where: str = field(default_factory=socket.gethostname)
+    user: str = field(default_factory=lambda: _whoami())
+    prefix: tuple[str, ...] = ()
+    observer: Observer | None = None
+    cwd: Path | None = None
+
+    def run(
+        self,
+        command: str,
+        *,
+        input: str | None = None,
+        timeout: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> Result:
+        argv = [*self.prefix, "bash", "-c", command]
+        full_env = None if env is None else {**os.environ, **env}
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(
+                argv,
+                input=input,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                env=full_env,
+                cwd=self.cwd,
+                check=False,
+            )
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            rc = 124
+            out = _text(exc.stdout)
+            err = _text(exc.stderr) + f"\n[timed out after {timeout}s]"
+        return _finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def _whoami() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+class HostKeyRefused(RuntimeError):
+    """The SSH server presented a host key that is not pinned in known_hosts."""
+
+
+@dataclass
+class SSHRunner:
+    """Commands over one kept SSH connection (paramiko). Unknown host keys are refused, never auto-added."""
+
+    host: str
+    port: int
+    user: str
+    key_file: Path
+    known_hosts: Path | None = None
+    observer: Observer | None = None
+    where: str = ""
+    connect_timeout: float = 15.0
+    _client: object | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.where:
+            self.where = f"{self.host}:{self.port}"
+
+    def _connect(self):  # -> paramiko.SSHClient
+        import paramiko
+
+        if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
+            return self._client
+        client = paramiko.SSHClient()
+        if self.known_hosts is not None and self.known_hosts.exists():
+            client.load_host_keys(str(self.known_hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        pkey = _load_key(self.key_file)
+        try:
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                pkey=pkey,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc) or isinstance(exc, paramiko.BadHostKeyException):
+                raise HostKeyRefused(
+                    f"host key of [{self.host}]:{self.port} is not pinned in {self.known_hosts}: {exc}"
+                ) from None
+            raise
+        self._client = client
+        return client
+
+    def run(
+        self,
+        command: str,
+        *,
+        input: str | None = None,
+        timeout: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> Result:
+        client = self._connect()
+        line = command
+        if env:
+            line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        t0 = time.monotonic()
+        channel = client.get_transport().open_session(timeout=self.connect_timeout)
+        channel.settimeout(timeout)
+        channel.exec_command("bash -c " + shlex.quote(line))
+        if input is not None:
+            channel.sendall(input.encode())
+        channel.shutdown_write()
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        rc = 124
+        while True:
+            while channel.recv_ready():
+                out += channel.recv(65536)
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(65536)
+            if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                rc = channel.recv_exit_status()
+                break
+            if time.monotonic() > deadline:
+                err += f"\n[timed out after {timeout}s]".encode()
+                break
+            time.sleep(0.005)
+        channel.close()
+        return _finish(self.observer, command, self.where, self.user, rc, out.decode(errors="replace"),
+                       err.decode(errors="replace"), t0)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _load_key(path: Path):
+    import paramiko
+
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key_file(str(path))
+        except paramiko.SSHException:
+            continue
+    raise ValueError(f"{path}: not an ed25519, ecdsa or rsa private key")

@@ -1,0 +1,421 @@
+"""Settings: every key the reference design names, its default, its precedence and its validation.
+
+One place decides what a setting is. Each key has exactly one spelling per source:
+
+    CLI flag      --slurmflox-<key in lower case, '_' -> '-'>   e.g. --slurmflox-worker-flox-generation=18
+    environment   <KEY>                                         e.g. WORKER_FLOX_GENERATION=18
+    ini key       slurmflox_<key in lower case>                 e.g. slurmflox_worker_flox_generation = 18
+
+Precedence, highest first (the same for every key):
+
+    1. CLI flag
+    2. environment variable
+    3. persisted <WORKDIR>/worker-revision.env (worker runtime keys only)
+    4. config file / ini key
+    5. substrate default (the local substrate ships its own runtime environments), then built-in default
+
+Only values given on the CLI or in the environment are *explicit*. Explicit worker runtime keys are what
+``state.WorkerRevisionFile`` records, so a later bare ``up`` cannot silently revert a deployed runtime.
+Validation happens before anything is written; a bad value raises ``SettingsError`` naming the key, the
+value and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Version of the task-profile format written by provision/task-profile-init.sh. It takes part in the
+#: runtime revision: a worker with another profile schema is another compatibility cohort.
+TASK_PROFILE_SCHEMA = "slurmflox-task-profile/1"
+
+#: Containers that define the worker runtime and therefore may never skip Flox preparation.
+PROTECTED_CONTAINERS = ("slurmd", "flox-task-profile-init")
+
+DEFAULT_WORKER_IMAGE = (
+    "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+    "@sha256:f06ab7b1ce18b3d59c54c8c6f6b03698a28973d4d8fb30985bd0dfd673bd6dd9"
+)
+
+
+class SettingsError(ValueError):
+    """A setting was refused. The message names the key, the offending value and the rule."""
+
+    def __init__(self, key: str, value: object, rule: str) -> None:
+        self.key, self.value, self.rule = key, value, rule
+        super().__init__(f"{key}={value!r} is refused: {rule}")
+
+
+# --------------------------------------------------------------------------------------------- parsers
+# A parser turns the raw string from any source into the typed value, or raises SettingsError.
+
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_FLOX_ENV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+_IMAGE = re.compile(
+    r"(?P<repo>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+"
+    r"|[a-z0-9]+(?:[._-][a-z0-9]+)*)"
+    r":(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})@sha256:(?P<digest>[0-9a-f]{64})\Z"
+)
+_SIZE = re.compile(r"[1-9][0-9]*[KMGT]?\Z")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+
+
+def _int(lo: int, hi: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        text = raw.strip()
+        if not re.fullmatch(r"[0-9]+", text):
+            raise SettingsError(key, raw, f"must be a whole number between {lo} and {hi}")
+        value = int(text)
+        if not lo <= value <= hi:
+            raise SettingsError(key, raw, f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _bool(key: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(key, raw, "must be 1 or 0")
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        if raw not in choices:
+            raise SettingsError(key, raw, f"must be one of {', '.join(choices)}")
+        return raw
+
+    return parse
+
+
+def _text(pattern: re.Pattern[str], rule: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        if not pattern.match(raw):
+            raise SettingsError(key, raw, rule)
+        return raw
+
+    return parse
+
+
+def _path(key: str, raw: str) -> Path:
+    if not raw or "\n" in raw or "\0" in raw:
+        raise SettingsError(key, raw, "must be a non-empty path")
+    return Path(raw).expanduser()
+
+
+def _cidr(key: str, raw: str) -> str:
+    try:
+        return str(ipaddress.ip_network(raw, strict=True))
+    except ValueError as exc:
+        raise SettingsError(key, raw, f"must be an IPv4/IPv6 network in CIDR form ({exc})") from None
+
+
+def _list_items(raw: str) -> list[str]:
+    return [item for item in re.split(r"[,\s]+", raw.strip()) if item]
+
+
+def _skip_containers(key: str, raw: str) -> tuple[str, ...]:
+    items = _list_items(raw)
+    for item in items:
+        if item in PROTECTED_CONTAINERS:
+            raise SettingsError(
+                key, raw, f"{item!r} defines the worker runtime and may never skip Flox preparation"
+            )
+        if not _DNS_LABEL.match(item):
+            raise SettingsError(key, raw, f"{item!r} is not a Kubernetes container name")
+    return tuple(dict.fromkeys(items))
+
+
+def _env_exports(key: str, raw: str) -> tuple[str, ...]:
+    items = _list_items(raw)
+    for item in items:
+        if not _SHELL_NAME.match(item):
+            raise SettingsError(key, raw, f"{item!r} is not an ordinary shell variable name")
+        if item == "PATH" or item.startswith(("SLURM_", "BASH_FUNC_")) or item in ("LD_PRELOAD", "IFS"):
+            raise SettingsError(
+                key, raw, f"{item!r} is managed by Slurm or the PATH policy and cannot be allow-listed"
+            )
+    return tuple(dict.fromkeys(items))
+
+
+def _home_path(key: str, raw: str) -> str:
+    if raw == "":
+        return ""
+    if not raw.startswith("/") or not re.fullmatch(r"/[A-Za-z0-9_./-]*", raw) or "/../" in raw + "/":
+        raise SettingsError(key, raw, "must be empty (no shared home) or an absolute path")
+    return raw.rstrip("/") or "/"
+
+
+def _string(key: str, raw: str) -> str:
+    if "\n" in raw or "\0" in raw:
+        raise SettingsError(key, raw, "must be a single line")
+    return raw
+
+
+_SUBSTRATE = ("local", "qemu", "existing")
+
+
+# --------------------------------------------------------------------------------------------- keys
+def _key(
+    default: str,
+    parse: Callable[[str, str], Any],
+    help: str,
+    *,
+    worker: bool = False,
+    empty_ok: bool = False,
+) -> Any:
+    """Declare a setting. ``default`` is the raw string form, parsed like any other source."""
+    return field(
+        default=None, metadata={"default": default, "parse": parse, "help": help, "worker": worker,
+                                "empty_ok": empty_ok}
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved, validated settings. Build with :func:`resolve`; field names are the keys in lower case."""
+
+    # substrate
+    workdir: Path = _key("operator", _path, "deployment work dir (state, keys, caches)")
+    nodes: int = _key("3", _int(1, 9), "VM count: node1 is infrastructure, nodes 2..NODES are native workers")
+    vcpus: int = _key("8", _int(1, 256), "vCPUs per VM")
+    mem: int = _key("8192", _int(1024, 1048576), "MiB of RAM per VM")
+    disk_size: str = _key("40G", _text(_SIZE, "must be a size like 40G"), "VM overlay disk size")
+    shared_home: bool = _key("1", _bool, "export /home from node1 over NFS to the other nodes")
+    ssh_port_base: int = _key("2240", _int(1024, 65525), "VM N is reachable on 127.0.0.1:SSH_PORT_BASE+N")
+    k8s_api_port: int = _key("6444", _int(1024, 65535), "host port forwarded to the Kubernetes API")
+    pod_cidr: str = _key("10.244.0.0/16", _cidr, "Kubernetes pod network")
+    svc_cidr: str = _key("10.96.0.0/12", _cidr, "Kubernetes service network")
+    local_suite: str = _key(
+        "trixie", _choice("trixie", "bookworm", "sid"), "Debian suite of the local substrate's node image"
+    )
+    # software pins
+    kubernetes_version: str = _key("1.36.3", _string, "Kubernetes (kubeadm, kubelet, kubectl)")
+    flannel_version: str = _key("v0.28.9", _string, "flannel CNI")
+    flox_version: str = _key("1.15.0", _string, "Flox RPM on the Kubernetes nodes")
+    flox_shim_installer: str = _key(
+        "flox/containerd-shim-flox-installer", _string, "Flox containerd shim installer image"
+    )
+    slinky_version: str = _key("1.2.2", _string, "Slinky slurm-operator and slurm charts")
+    cert_manager_version: str = _key("v1.19.2", _string, "cert-manager")
+    local_path_version: str = _key("v0.0.31", _string, "local-path-provisioner")
+    expected_slurm: str = _key("26.05.4", _string, "Slurm version the target is expected to run")
+    base_image: str = _key(
+        "AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", _string, "VM base cloud image"
+    )
+    # worker runtime (COMPUTE_REPLICAS is not part of the runtime revision)
+    compute_replicas: int = _key("2", _int(1, 64), "slurmd worker pods (local: worker nodes)")
+    worker_flox_env: str = _key(
+        "flox/echoip", _text(_FLOX_ENV, "must be a Flox environment owner/name"), "worker Flox environment",
+        worker=True,
+    )
+    worker_flox_generation: int = _key(
+        "2", _int(1, 10**9), "pinned generation of WORKER_FLOX_ENV (a positive integer)", worker=True
+    )
+    worker_flox_activate_mode: str = _key("run", _choice("run", "dev"), "Flox activation mode", worker=True)
+    worker_flox_skip_containers: tuple[str, ...] = _key(
+        "logfile", _skip_containers, "containers left on the stock runtime (comma-separated)", worker=True,
+        empty_ok=True,
+    )
+    worker_env_exports: tuple[str, ...] = _key(
+        "", _env_exports, "activation-derived variables allowed into tasks (comma-separated)", worker=True,
+        empty_ok=True,
+    )
+    worker_path_precedence: str = _key(
+        "prepend", _choice("prepend", "append"), "Flox PATH entries before (prepend) or after the task's",
+        worker=True,
+    )
+    worker_cpus: int = _key("6", _int(1, 1024), "CPUs each worker declares to Slurm", worker=True)
+    worker_mem_mb: int = _key("6144", _int(64, 4194304), "MiB each worker declares to Slurm", worker=True)
+    worker_home_path: str = _key(
+        "/home", _home_path, "shared home mounted into the workers (empty: none)", worker=True, empty_ok=True
+    )
+    worker_image: str = _key(
+        DEFAULT_WORKER_IMAGE,
+        _text(_IMAGE, "must be an immutable reference repository:tag@sha256:<64 hex digits>"),
+        "immutable slurmd worker image",
+        worker=True,
+    )
+    # login endpoint
+    login: bool = _key("1", _bool, "deploy the user-facing login endpoint")
+    login_nodeport: int = _key("32222", _int(30000, 32767), "Kubernetes NodePort of the login service")
+    login_ssh_port: int = _key("2222", _int(1024, 65535), "host port of the login endpoint's SSH")
+    # test identity
+    test_identity: bool = _key("1", _bool, "create the unprivileged acceptance identity on the login endpoint")
+    test_user: str = _key("slurmtest", _text(_USER, "must be a lower-case POSIX user name"), "test user")
+    test_uid: int = _key("4001", _int(1000, 60000), "test user's uid")
+    test_gid: int = _key("4001", _int(1000, 60000), "test user's primary gid")
+    test_supp_group: str = _key(
+        "sharedgrp", _text(_USER, "must be a lower-case POSIX group name"), "test user's supplementary group"
+    )
+    test_supp_gid: int = _key("4002", _int(1000, 60000), "gid of the supplementary group")
+
+    @property
+    def worker_flox_ref(self) -> str:
+        """The pinned environment reference ``owner/name:generation``, as Flox annotations spell it."""
+        return f"{self.worker_flox_env}:{self.worker_flox_generation}"
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with typed changes, validated again (used by lifecycle tests and substrates)."""
+        raw = {k.upper(): to_raw(v) for k, v in changes.items()}
+        return resolve(cli={**{s.upper(): to_raw(getattr(self, s)) for s in KEYS_BY_FIELD}, **raw}).settings
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One setting's name in every source, its default, and how it is parsed."""
+
+    key: str
+    field: str
+    default: str
+    parse: Callable[[str, str], Any]
+    help: str
+    worker: bool
+    empty_ok: bool
+
+    @property
+    def env(self) -> str:
+        return self.key
+
+    @property
+    def ini(self) -> str:
+        return f"slurmflox_{self.field}"
+
+    @property
+    def flag(self) -> str:
+        return "--slurmflox-" + self.field.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return f"slurmflox_{self.field}"
+
+
+KEYS: tuple[KeySpec, ...] = tuple(
+    KeySpec(
+        key=f.name.upper(),
+        field=f.name,
+        default=f.metadata["default"],
+        parse=f.metadata["parse"],
+        help=f.metadata["help"],
+        worker=f.metadata["worker"],
+        empty_ok=f.metadata["empty_ok"],
+    )
+    for f in dataclasses.fields(Settings)
+)
+KEYS_BY_NAME: dict[str, KeySpec] = {spec.key: spec for spec in KEYS}
+KEYS_BY_FIELD: dict[str, KeySpec] = {spec.field: spec for spec in KEYS}
+WORKER_KEYS: tuple[str, ...] = tuple(spec.key for spec in KEYS if spec.worker)
+
+#: Defaults a substrate brings for keys the reference defaults to something that substrate cannot realize
+#: (the local substrate has no FloxHub; it ships ``local/*`` environments instead).
+SUBSTRATE_DEFAULTS: dict[str, dict[str, str]] = {
+    "local": {
+        "WORKER_FLOX_ENV": "local/demo",
+        "WORKER_FLOX_GENERATION": "1",
+        "WORKER_CPUS": "2",
+        "WORKER_MEM_MB": "1024",
+    },
+}
+
+
+def to_raw(value: Any) -> str:
+    """The canonical string form of a typed value (what is persisted and what sources provide)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple | list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Settings plus where each value came from, and which worker keys were given explicitly."""
+
+    settings: Settings
+    sources: Mapping[str, str]
+    explicit: Mapping[str, str]
+
+    @property
+    def explicit_worker(self) -> dict[str, str]:
+        """Explicitly given worker runtime keys in canonical raw form: what gets persisted."""
+        return {k: v for k, v in self.explicit.items() if k in WORKER_KEYS}
+
+
+def resolve(
+    *,
+    cli: Mapping[str, str | None] | None = None,
+    env: Mapping[str, str] | None = None,
+    persisted: Mapping[str, str] | None = None,
+    config: Mapping[str, str | None] | None = None,
+    substrate: str | None = None,
+) -> Resolved:
+    """Apply the documented precedence to raw sources, parse and validate every key.
+
+    ``cli`` and ``config`` map KEY -> raw string, with ``None`` meaning "not given". ``env`` is the process
+    environment (only known keys are read). Empty strings count as given only for keys where empty has a
+    meaning; elsewhere an empty CLI/env value is treated as not given, as the shell reference does.
+    Raises :class:`SettingsError` on the first refused value; nothing is written by this function.
+    """
+    cli, env, persisted, config = cli or {}, env or {}, persisted or {}, config or {}
+    substrate_defaults = SUBSTRATE_DEFAULTS.get(substrate or "", {})
+    for name in persisted:
+        if name not in WORKER_KEYS:
+            raise SettingsError(name, persisted[name], "is not a worker runtime key and cannot be persisted")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    explicit: dict[str, str] = {}
+    for spec in KEYS:
+        chosen: tuple[str, str] | None = None
+        for source, mapping in (("cli", cli), ("env", env)):
+            raw = mapping.get(spec.key)
+            if raw is not None and (raw != "" or spec.empty_ok):
+                chosen = (source, raw)
+                break
+        if chosen is None and spec.worker and spec.key in persisted:
+            chosen = ("persisted", persisted[spec.key])
+        if chosen is None:
+            raw = config.get(spec.key)
+            if raw is not None and (raw != "" or spec.empty_ok):
+                chosen = ("config", raw)
+        if chosen is None:
+            if spec.key in substrate_defaults:
+                chosen = (f"default:{substrate}", substrate_defaults[spec.key])
+            else:
+                chosen = ("default", spec.default)
+        source, raw = chosen
+        value = spec.parse(spec.key, raw)
+        values[spec.field] = value
+        sources[spec.key] = source
+        if source in ("cli", "env"):
+            explicit[spec.key] = to_raw(value)
+    settings = Settings(**values)
+    validate(settings)
+    return Resolved(settings=settings, sources=sources, explicit=explicit)
+
+
+def validate(s: Settings) -> None:
+    """Rules that relate several keys to each other."""
+    if s.nodes < 2:
+        raise SettingsError(
+            "NODES", s.nodes, "needs at least one native worker node beside node1 (NODES is 2 to 9)"
+        )
+    if s.ssh_port_base + s.nodes > 65535:
+        raise SettingsError("SSH_PORT_BASE", s.ssh_port_base, "SSH_PORT_BASE+NODES must be a valid port")
+    if ipaddress.ip_network(s.pod_cidr).overlaps(ipaddress.ip_network(s.svc_cidr)):
+        raise SettingsError("SVC_CIDR", s.svc_cidr, f"must not overlap POD_CIDR {s.pod_cidr}")
+    if s.test_gid == s.test_supp_gid:
+        raise SettingsError("TEST_SUPP_GID", s.test_supp_gid, "must differ from TEST_GID")
+
+
+def env_snapshot(environ: Mapping[str, str]) -> dict[str, str]:
+    """Only the known keys of a process environment (so unrelated variables never reach a report)."""
+    return {spec.key: environ[spec.key] for spec in KEYS if spec.key in environ}

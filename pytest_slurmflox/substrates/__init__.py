@@ -1,0 +1,53 @@
+"""Substrates bring a cluster into being. They know nothing about pytest.
+
+Every substrate turns Settings into a running cluster and describes it as a target file (``target.yaml`` in the
+work dir), which is all the suites ever see. ``progress`` receives one human line per step of long work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..pool import WorkerPool
+from ..settings import Settings
+from ..state import Workdir
+
+Progress = Callable[[str], None]
+
+
+class SubstrateUnavailable(RuntimeError):
+    """The substrate cannot run on this host (not root, no KVM, offline, ...). The message says what is missing."""
+
+
+class Substrate(Protocol):
+    name: str
+
+    def up(self) -> dict:
+        """Create or converge the cluster (idempotent); return the target description (also written to
+        ``workdir/target.yaml``)."""
+
+    def status(self) -> str:
+        """A human-readable status report."""
+
+    def down(self) -> None:
+        """Stop everything, keep state."""
+
+    def destroy(self) -> None:
+        """Remove nodes and state, keep caches."""
+
+    def pool(self) -> WorkerPool:
+        """The owner of the worker cohort."""
+
+
+def make_substrate(name: str, settings: Settings, workdir: Workdir, progress: Progress) -> Substrate:
+    """The substrate named ``name``; imported lazily so a customer target never loads substrate code."""
+    if name == "local":
+        from .local import LocalSubstrate
+
+        return LocalSubstrate(settings, workdir, progress)
+    if name == "qemu":
+        from .qemu import QemuSubstrate
+
+        return QemuSubstrate(settings, workdir, progress)
+    raise SubstrateUnavailable(f"unknown substrate {name!r} (choose local or qemu)")
