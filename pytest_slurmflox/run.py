@@ -226,8 +226,16 @@ class SSHRunner:
                 break
             time.sleep(0.005)
         channel.close()
-        return _finish(self.observer, command, self.where, self.user, rc, out.decode(errors="replace"),
-                       err.decode(errors="replace"), t0)
+        return _finish(
+            self.observer,
+            command,
+            self.where,
+            self.user,
+            rc,
+            out.decode(errors="replace"),
+            err.decode(errors="replace"),
+            t0,
+        )
 
     def close(self) -> None:
         if self._client is not None:

@@ -68,7 +68,7 @@ _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 
 def _int(lo: int, hi: int) -> Callable[[str, str], int]:
     def parse(key: str, raw: str) -> int:
-        text = raw.strip()
+        text = raw
         if not re.fullmatch(r"[0-9]+", text):
             raise SettingsError(key, raw, f"must be a whole number between {lo} and {hi}")
         value = int(text)
@@ -127,9 +127,7 @@ def _skip_containers(key: str, raw: str) -> tuple[str, ...]:
     items = _list_items(raw)
     for item in items:
         if item in PROTECTED_CONTAINERS:
-            raise SettingsError(
-                key, raw, f"{item!r} defines the worker runtime and may never skip Flox preparation"
-            )
+            raise SettingsError(key, raw, f"{item!r} defines the worker runtime and may never skip Flox preparation")
         if not _DNS_LABEL.match(item):
             raise SettingsError(key, raw, f"{item!r} is not a Kubernetes container name")
     return tuple(dict.fromkeys(items))
@@ -141,9 +139,7 @@ def _env_exports(key: str, raw: str) -> tuple[str, ...]:
         if not _SHELL_NAME.match(item):
             raise SettingsError(key, raw, f"{item!r} is not an ordinary shell variable name")
         if item == "PATH" or item.startswith(("SLURM_", "BASH_FUNC_")) or item in ("LD_PRELOAD", "IFS"):
-            raise SettingsError(
-                key, raw, f"{item!r} is managed by Slurm or the PATH policy and cannot be allow-listed"
-            )
+            raise SettingsError(key, raw, f"{item!r} is managed by Slurm or the PATH policy and cannot be allow-listed")
     return tuple(dict.fromkeys(items))
 
 
@@ -175,8 +171,8 @@ def _key(
 ) -> Any:
     """Declare a setting. ``default`` is the raw string form, parsed like any other source."""
     return field(
-        default=None, metadata={"default": default, "parse": parse, "help": help, "worker": worker,
-                                "empty_ok": empty_ok}
+        default=None,
+        metadata={"default": default, "parse": parse, "help": help, "worker": worker, "empty_ok": empty_ok},
     )
 
 
@@ -209,13 +205,13 @@ class Settings:
     cert_manager_version: str = _key("v1.19.2", _string, "cert-manager")
     local_path_version: str = _key("v0.0.31", _string, "local-path-provisioner")
     expected_slurm: str = _key("26.05.4", _string, "Slurm version the target is expected to run")
-    base_image: str = _key(
-        "AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", _string, "VM base cloud image"
-    )
+    base_image: str = _key("AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", _string, "VM base cloud image")
     # worker runtime (COMPUTE_REPLICAS is not part of the runtime revision)
     compute_replicas: int = _key("2", _int(1, 64), "slurmd worker pods (local: worker nodes)")
     worker_flox_env: str = _key(
-        "flox/echoip", _text(_FLOX_ENV, "must be a Flox environment owner/name"), "worker Flox environment",
+        "flox/echoip",
+        _text(_FLOX_ENV, "must be a Flox environment owner/name"),
+        "worker Flox environment",
         worker=True,
     )
     worker_flox_generation: int = _key(
@@ -223,15 +219,23 @@ class Settings:
     )
     worker_flox_activate_mode: str = _key("run", _choice("run", "dev"), "Flox activation mode", worker=True)
     worker_flox_skip_containers: tuple[str, ...] = _key(
-        "logfile", _skip_containers, "containers left on the stock runtime (comma-separated)", worker=True,
+        "logfile",
+        _skip_containers,
+        "containers left on the stock runtime (comma-separated)",
+        worker=True,
         empty_ok=True,
     )
     worker_env_exports: tuple[str, ...] = _key(
-        "", _env_exports, "activation-derived variables allowed into tasks (comma-separated)", worker=True,
+        "",
+        _env_exports,
+        "activation-derived variables allowed into tasks (comma-separated)",
+        worker=True,
         empty_ok=True,
     )
     worker_path_precedence: str = _key(
-        "prepend", _choice("prepend", "append"), "Flox PATH entries before (prepend) or after the task's",
+        "prepend",
+        _choice("prepend", "append"),
+        "Flox PATH entries before (prepend) or after the task's",
         worker=True,
     )
     worker_cpus: int = _key("6", _int(1, 1024), "CPUs each worker declares to Slurm", worker=True)
@@ -406,14 +410,14 @@ def validate(s: Settings) -> None:
     """Rules that relate several keys to each other."""
     if s.nodes < 2:
         raise SettingsError(
-            "NODES", s.nodes, "needs at least one native worker node beside node1 (NODES is 2 to 9)"
+            "NODES", str(s.nodes), "needs at least one native worker node beside node1 (NODES is 2 to 9)"
         )
     if s.ssh_port_base + s.nodes > 65535:
-        raise SettingsError("SSH_PORT_BASE", s.ssh_port_base, "SSH_PORT_BASE+NODES must be a valid port")
+        raise SettingsError("SSH_PORT_BASE", str(s.ssh_port_base), "SSH_PORT_BASE+NODES must be a valid port")
     if ipaddress.ip_network(s.pod_cidr).overlaps(ipaddress.ip_network(s.svc_cidr)):
         raise SettingsError("SVC_CIDR", s.svc_cidr, f"must not overlap POD_CIDR {s.pod_cidr}")
     if s.test_gid == s.test_supp_gid:
-        raise SettingsError("TEST_SUPP_GID", s.test_supp_gid, "must differ from TEST_GID")
+        raise SettingsError("TEST_SUPP_GID", str(s.test_supp_gid), "must differ from TEST_GID")
 
 
 def env_snapshot(environ: Mapping[str, str]) -> dict[str, str]:

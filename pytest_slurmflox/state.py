@@ -183,7 +183,7 @@ class WorkerRevisionFile:
     def record(self, explicit: Mapping[str, str]) -> dict[str, str]:
         """Persist the explicit keys on top of what was persisted before; returns the new content."""
         values = self.merged(explicit)
-        if values != self.read() or not self.path.exists() and values:
+        if values != self.read() or (not self.path.exists() and values):
             self.write(values)
         return values
 

@@ -1,0 +1,266 @@
+"""SlurmClient: what the suites and lifecycle ask of Slurm, over any Runner.
+
+Only Slurm's own CLI is used, in the one-line text forms that exist in every Slurm we target (22.05 through
+26.05): ``scontrol -o show ...``, ``squeue -h -o ...``, ``sinfo -h -o ...``. No JSON: ``scontrol --json`` does not
+exist in 22.05 and the openapi plugins are optional. Jobs are polled in batches: one ``squeue`` call for every
+outstanding job per tick, never one call per job.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .run import Result, Runner
+
+#: Job states after which a job never runs again.
+TERMINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+
+
+class SlurmError(RuntimeError):
+    """Slurm could not be asked, or answered something we cannot interpret. Never taken as health."""
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """Parse one ``scontrol -o show`` line into KEY -> value.
+
+    Values may contain spaces (e.g. ``Reason=Kill task failed [root@...]``, ``Command=/x y``): a token that does
+    not look like ``Key=`` continues the previous value.
+    """
+    out: dict[str, str] = {}
+    key: str | None = None
+    for token in line.strip().split(" "):
+        match = re.match(r"([A-Za-z][A-Za-z0-9_:/.]*)=(.*)\Z", token)
+        if match and (key is None or not out[key].endswith("\\")):
+            key = match.group(1)
+            out[key] = match.group(2)
+        elif key is not None:
+            out[key] += " " + token
+    return out
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  #: full state string, e.g. IDLE, MIXED+DRAIN, DOWN+DYNAMIC_NORM
+    reason: str
+    cpus: int
+    real_memory: int
+    raw: Mapping[str, str] = field(repr=False, default_factory=dict)
+
+    @property
+    def flags(self) -> frozenset[str]:
+        return frozenset(self.state.replace("*", "").split("+"))
+
+    @property
+    def base(self) -> str:
+        return self.state.replace("*", "").split("+")[0]
+
+    @property
+    def usable(self) -> bool:
+        """Schedulable now: responding, not drained/down/invalid."""
+        bad = {
+            "DOWN",
+            "DRAIN",
+            "DRAINING",
+            "DRAINED",
+            "FAIL",
+            "FAILING",
+            "NOT_RESPONDING",
+            "INVALID",
+            "INVALID_REG",
+            "FUTURE",
+            "POWERED_DOWN",
+            "POWERING_DOWN",
+            "MAINTENANCE",
+            "RESERVED",
+        }
+        return (
+            not (self.flags & bad)
+            and "*" not in self.state
+            and self.base in {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"}
+        )
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    name: str
+    state: str  #: UP, DOWN, DRAIN, INACTIVE
+    nodes: str
+    raw: Mapping[str, str] = field(repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str
+    reason: str
+    nodes: str
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass
+class SlurmClient:
+    """Slurm as seen from a login endpoint. ``admin`` (root) is used only for state-changing operations."""
+
+    user: Runner
+    admin: Runner | None = None
+    partition: str = "all"
+    poll_interval: float = 0.15
+
+    # -- reading -----------------------------------------------------------------------------------
+    def version(self) -> str:
+        res = self.user.run("sinfo --version").check()
+        return res.stdout.strip().removeprefix("slurm ").strip()
+
+    def ping(self) -> Result:
+        """``scontrol ping``; raises SlurmError unless a controller answers UP."""
+        res = self.user.run("scontrol ping", timeout=30)
+        if not res.ok or "is UP" not in res.stdout:
+            raise SlurmError("slurmctld is not reachable:\n" + res.describe())
+        return res
+
+    def nodes(self) -> list[NodeState]:
+        res = self.user.run("scontrol -o show node", timeout=30)
+        if not res.ok:
+            if "No nodes in the system" in res.stdout + res.stderr:
+                return []
+            raise SlurmError("cannot list nodes:\n" + res.describe())
+        nodes = []
+        for line in res.stdout.splitlines():
+            if not line.startswith("NodeName="):
+                continue
+            kv = parse_kv_line(line)
+            nodes.append(
+                NodeState(
+                    name=kv["NodeName"],
+                    state=kv.get("State", "UNKNOWN"),
+                    reason=kv.get("Reason", ""),
+                    cpus=int(kv.get("CPUTot", "0") or 0),
+                    real_memory=int(kv.get("RealMemory", "0") or 0),
+                    raw=kv,
+                )
+            )
+        return nodes
+
+    def partition_state(self, name: str | None = None) -> PartitionState:
+        name = name or self.partition
+        res = self.user.run(f"scontrol -o show partition {shlex.quote(name)}", timeout=30)
+        if not res.ok or not res.stdout.startswith("PartitionName="):
+            raise SlurmError(f"partition {name} state unknown:\n" + res.describe())
+        kv = parse_kv_line(res.stdout.splitlines()[0])
+        state = kv.get("State")
+        if not state:
+            raise SlurmError(f"partition {name} reports no State:\n" + res.describe())
+        return PartitionState(name=kv["PartitionName"], state=state, nodes=kv.get("Nodes", ""), raw=kv)
+
+    def job_info(self, job_id: str) -> dict[str, str]:
+        res = self.user.run(f"scontrol -o show job {shlex.quote(job_id)}").check()
+        return parse_kv_line(res.stdout.splitlines()[0])
+
+    def jobs(self, job_ids: Iterable[str]) -> dict[str, JobState]:
+        """One ``squeue`` call for all the given jobs (array tasks included, keyed by their own id)."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        res = self.user.run(f"squeue -h -t all -j {','.join(ids)} -o '%i|%T|%r|%N'", timeout=30)
+        if not res.ok and "Invalid job id" not in res.stderr:
+            raise SlurmError("squeue failed:\n" + res.describe())
+        states: dict[str, JobState] = {}
+        for line in res.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4:
+                states[parts[0]] = JobState(parts[0], parts[1], parts[2], parts[3])
+        return states
+
+    # -- submitting --------------------------------------------------------------------------------
+    def sbatch(self, script: str, *options: str, cwd: str | None = None) -> str:
+        """Submit ``script`` (text, on stdin) with sbatch options; returns the job id."""
+        opts = " ".join(shlex.quote(o) for o in options)
+        prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
+        res = self.user.run(f"{prefix}sbatch --parsable {opts}", input=script, timeout=60).check()
+        return res.stdout.strip().split(";")[0]
+
+    def wait(
+        self, job_ids: Iterable[str], *, timeout: float = 120.0, until: frozenset[str] = TERMINAL_STATES
+    ) -> dict[str, JobState]:
+        """Poll all jobs together until each is in ``until`` (default: finished). Raises on timeout."""
+        pending = set(job_ids)
+        seen: dict[str, JobState] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            states = self.jobs(pending)
+            for job_id in list(pending):
+                state = states.get(job_id)
+                if state is not None:
+                    seen[job_id] = state
+                    if state.state in until:
+                        pending.discard(job_id)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise SlurmError(
+                    f"jobs not {sorted(until)[:3]}... after {timeout}s: "
+                    + ", ".join(
+                        f"{j}={seen[j].state}/{seen[j].reason}" if j in seen else f"{j}=?" for j in sorted(pending)
+                    )
+                )
+            time.sleep(self.poll_interval)
+        return seen
+
+    def array_tasks(self, job_id: str) -> dict[str, JobState]:
+        res = self.user.run(f"squeue -h -t all -r -j {shlex.quote(job_id)} -o '%i|%T|%r|%N'", timeout=30)
+        out = {}
+        for line in res.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4:
+                out[parts[0]] = JobState(*parts)
+        return out
+
+    def cancel(self, *job_ids: str) -> Result:
+        return self.user.run("scancel " + " ".join(shlex.quote(j) for j in job_ids))
+
+    # -- administration (root) ---------------------------------------------------------------------
+    def _admin(self) -> Runner:
+        if self.admin is None:
+            raise SlurmError("this target has no administrative access (admin runner)")
+        return self.admin
+
+    def set_partition(self, state: str, name: str | None = None) -> Result:
+        name = name or self.partition
+        return self._admin().run(f"scontrol update partitionname={shlex.quote(name)} state={state}").check()
+
+    def drain(self, nodes: Iterable[str], reason: str) -> Result | None:
+        names = ",".join(nodes)
+        if not names:
+            return None
+        return self._admin().run(f"scontrol update nodename={names} state=DRAIN reason={shlex.quote(reason)}").check()
+
+    def resume(self, nodes: Iterable[str]) -> Result | None:
+        names = ",".join(nodes)
+        if not names:
+            return None
+        return self._admin().run(f"scontrol update nodename={names} state=RESUME").check()
+
+    def delete_node(self, name: str) -> Result:
+        return self._admin().run(f"scontrol delete nodename={shlex.quote(name)}")

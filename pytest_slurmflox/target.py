@@ -1,0 +1,315 @@
+"""Target: the cluster the suites run against, described by a target file and nothing else.
+
+A substrate writes a target file when it brings a cluster up; a customer writes one by hand for an existing
+cluster. Either way the suites see the same thing: a login runner (the unprivileged user over SSH), optionally an
+administrative runner, a Slurm client, optionally a Kubernetes client and a worker pool, what the deployment is
+expected to run, and the capabilities that decide which checks can be exercised (the rest SKIP naming what is
+missing).
+
+Target file (YAML)::
+
+    version: 1
+    name: site-a                    # free text, shown in reports
+    substrate: existing             # local | qemu | existing
+    workdir: /abs/operator          # substrate-backed targets only
+    login: {host: login.example, port: 22, user: alice, key: ~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}
+    admin: {user: root}             # optional; same host/port/key/known_hosts unless given
+    kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
+    slurm: {partition: all}
+    identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
+    expect:                         # what the deployment should run
+      revision: sha256:...          # optional; computed from settings when absent
+      image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise
+      replicas: 2
+      settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .pool import WorkerPool
+from .revision import runtime_revision
+from .run import Observer, Result, Runner, SSHRunner
+from .settings import WORKER_KEYS, Settings, SettingsError, resolve
+from .slurm import SlurmClient
+
+
+class TargetError(ValueError):
+    """The target file is unusable; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    user: str
+    key: Path
+    known_hosts: Path | None
+
+
+@dataclass(frozen=True)
+class KubeSpec:
+    kubeconfig: Path | None
+    context: str | None
+    namespace: str
+    nodeset: str
+    login_set: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    uid: int
+    gid: int
+    supp_group: str | None
+    supp_gid: int | None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the deployment is supposed to run: the settings it was deployed with and their revision."""
+
+    settings: Settings
+    revision: str
+    image: str
+    replicas: int
+
+    @property
+    def environment(self) -> str:
+        return self.settings.worker_flox_ref
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    path: Path | None
+    name: str
+    substrate: str
+    workdir: Path | None
+    login: Endpoint
+    admin: Endpoint | None
+    kubernetes: KubeSpec | None
+    partition: str
+    identity: Identity | None
+    expect: Expectations
+    raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+
+
+def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
+    if not isinstance(doc, Mapping) or doc.get(key) in (None, ""):
+        raise TargetError(f"{where}.{key} is required")
+    return doc[key]
+
+
+def _path(value: Any, base: Path) -> Path:
+    path = Path(str(value)).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetSpec:
+    """Validate a target document; every problem is a :class:`TargetError` naming the field."""
+    if not isinstance(doc, Mapping):
+        raise TargetError("a target file must be a YAML mapping")
+    if doc.get("version", 1) != 1:
+        raise TargetError(f"version {doc.get('version')!r} is not supported (expected 1)")
+    base = path.parent if path else Path.cwd()
+    login_doc = _need(doc, "login", "target")
+    login = Endpoint(
+        host=str(_need(login_doc, "host", "login")),
+        port=int(login_doc.get("port", 22)),
+        user=str(_need(login_doc, "user", "login")),
+        key=_path(_need(login_doc, "key", "login"), base),
+        known_hosts=_path(login_doc["known_hosts"], base) if login_doc.get("known_hosts") else None,
+    )
+    admin = None
+    if doc.get("admin"):
+        a = doc["admin"]
+        admin = Endpoint(
+            host=str(a.get("host", login.host)),
+            port=int(a.get("port", login.port)),
+            user=str(a.get("user", "root")),
+            key=_path(a["key"], base) if a.get("key") else login.key,
+            known_hosts=_path(a["known_hosts"], base) if a.get("known_hosts") else login.known_hosts,
+        )
+    kube = None
+    if doc.get("kubernetes"):
+        k = doc["kubernetes"]
+        kube = KubeSpec(
+            kubeconfig=_path(k["kubeconfig"], base) if k.get("kubeconfig") else None,
+            context=k.get("context"),
+            namespace=str(k.get("namespace", "slurm")),
+            nodeset=str(k.get("nodeset", "slurm-worker-compute")),
+            login_set=k.get("loginset"),
+        )
+    identity = None
+    if doc.get("identity"):
+        i = doc["identity"]
+        identity = Identity(
+            user=str(_need(i, "user", "identity")),
+            uid=int(_need(i, "uid", "identity")),
+            gid=int(_need(i, "gid", "identity")),
+            supp_group=i.get("supp_group"),
+            supp_gid=int(i["supp_gid"]) if i.get("supp_gid") is not None else None,
+        )
+    expect_doc = doc.get("expect") or {}
+    raw_settings = {str(k): str(v) for k, v in (expect_doc.get("settings") or {}).items()}
+    unknown = sorted(set(raw_settings) - set(WORKER_KEYS) - {"COMPUTE_REPLICAS"})
+    if unknown:
+        raise TargetError(f"expect.settings.{unknown[0]} is not a worker runtime setting")
+    substrate = str(doc.get("substrate", "existing"))
+    try:
+        settings = resolve(cli=raw_settings, substrate=substrate).settings
+    except SettingsError as exc:
+        raise TargetError(f"expect.settings: {exc}") from None
+    image = str(expect_doc.get("image") or settings.worker_image)
+    expectations = Expectations(
+        settings=settings,
+        revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
+        image=image,
+        replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
+    )
+    return TargetSpec(
+        path=path,
+        name=str(doc.get("name", substrate)),
+        substrate=substrate,
+        workdir=_path(doc["workdir"], base) if doc.get("workdir") else None,
+        login=login,
+        admin=admin,
+        kubernetes=kube,
+        partition=str((doc.get("slurm") or {}).get("partition", "all")),
+        identity=identity,
+        expect=expectations,
+        raw=dict(doc),
+    )
+
+
+def load_target(path: Path) -> TargetSpec:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TargetError(f"target file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
+    return parse_target(doc, path=path)
+
+
+@dataclass
+class Target:
+    """Live handles onto a target. Built once per session; cheap to share between tests."""
+
+    spec: TargetSpec
+    login: Runner
+    admin: Runner | None
+    slurm: SlurmClient
+    kube: Any | None = None  #: pytest_slurmflox.kube.KubeClient when the target has Kubernetes
+    pool: WorkerPool | None = None
+    capabilities: frozenset[str] = frozenset()
+    missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
+
+    @property
+    def expect(self) -> Expectations:
+        return self.spec.expect
+
+    def why_missing(self, capability: str) -> str | None:
+        """None if the capability is present, otherwise the reason it is not."""
+        if capability in self.capabilities:
+            return None
+        return self.missing.get(capability, f"target {self.spec.name!r} lacks capability {capability!r}")
+
+    def close(self) -> None:
+        for runner in (self.login, self.admin):
+            close = getattr(runner, "close", None)
+            if close:
+                close()
+
+
+def connect(
+    spec: TargetSpec,
+    *,
+    observer: Observer | None = None,
+    pool_factory: Callable[[TargetSpec, Any], WorkerPool | None] | None = None,
+) -> Target:
+    """Open runners and clients for a target and work out its capabilities.
+
+    Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
+    ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
+    ``worker-pool`` (something owns the workers and can list them), ``isolated-worker`` (a throwaway worker can
+    be started with another runtime without touching the cohort: the local substrate).
+    """
+
+    def ssh(ep: Endpoint) -> SSHRunner:
+        return SSHRunner(
+            host=ep.host,
+            port=ep.port,
+            user=ep.user,
+            key_file=ep.key,
+            known_hosts=ep.known_hosts,
+            observer=observer,
+            where=f"login({ep.host}:{ep.port})",
+        )
+
+    login = ssh(spec.login)
+    admin = ssh(spec.admin) if spec.admin else None
+    slurm = SlurmClient(user=login, admin=admin, partition=spec.partition)
+    caps: set[str] = set()
+    missing: dict[str, str] = {}
+    try:
+        slurm.ping()
+        caps.add("slurm")
+    except Exception as exc:  # the reason is kept and shown on every check that needs Slurm
+        missing["slurm"] = f"slurmctld not reachable from the login endpoint: {exc}"
+    if admin is not None:
+        res: Result | None = None
+        try:
+            res = admin.run("id -u")
+        except Exception as exc:
+            missing["admin"] = f"administrative login failed: {exc}"
+        if res is not None and res.ok and res.stdout.strip() == "0":
+            caps.add("admin")
+        elif "admin" not in missing:
+            missing["admin"] = "administrative login is not root"
+    else:
+        missing["admin"] = "the target file names no admin login"
+    kube = None
+    if spec.kubernetes is not None:
+        from .kube import KubeClient
+
+        kube = KubeClient(spec.kubernetes.kubeconfig, spec.kubernetes.context, spec.kubernetes.namespace)
+        if kube.reachable():
+            caps.add("kubernetes")
+            if kube.runtime_class("flox") is not None:
+                caps.add("flox-shim")
+            else:
+                missing["flox-shim"] = "no RuntimeClass 'flox' in the cluster"
+        else:
+            missing["kubernetes"] = "the Kubernetes API is not reachable with the given kubeconfig"
+            missing["flox-shim"] = missing["kubernetes"]
+    else:
+        reason = f"target {spec.name!r} ({spec.substrate}) has no Kubernetes API"
+        missing["kubernetes"] = reason
+        missing["flox-shim"] = reason + "; the Flox containerd shim exists only on Kubernetes nodes"
+    pool = pool_factory(spec, kube) if pool_factory else None
+    if pool is not None:
+        caps.add("worker-pool")
+        if hasattr(pool, "start_isolated_worker"):
+            caps.add("isolated-worker")
+        else:
+            missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
+    else:
+        missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
+        missing["isolated-worker"] = missing["worker-pool"]
+    return Target(
+        spec=spec,
+        login=login,
+        admin=admin,
+        slurm=slurm,
+        kube=kube,
+        pool=pool,
+        capabilities=frozenset(caps),
+        missing=missing,
+    )

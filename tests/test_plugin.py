@@ -1,0 +1,131 @@
+"""The plugin as pytest sees it: options, ini keys, env vars, markers, header, selection and verbs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slurmflox.plugin import GROUPS, MARKERS, OPTIONS
+from pytest_slurmflox.settings import KEYS
+
+
+def test_help_lists_every_option_with_env_and_ini(pytester: pytest.Pytester):
+    result = pytester.runpytest_subprocess("--help")
+    out = result.stdout.str()
+    assert "slurmflox: provision and sign off" in out
+    flat = " ".join(out.split())
+    for opt in OPTIONS:
+        assert f"--{opt.name}" in out
+        assert f"env {opt.env}, ini {opt.ini}" in flat, opt.name
+    for spec in KEYS:
+        assert spec.flag in out
+        assert f"env {spec.env}, ini {spec.ini}" in flat, spec.key
+
+
+def test_all_markers_registered_under_strict_markers(pytester: pytest.Pytester):
+    names = [*MARKERS]
+    assert {"acceptance", "destructive", "needs_kube", "needs_flox", "integration", "kvm"} <= set(names)
+    assert {"T1", "T11", "TP", "TI", "TF", "T11R", "T11U", "T11C", "T11F"} <= set(GROUPS)
+    body = "\n".join(f"@pytest.mark.{n}\ndef test_{i}(): pass" for i, n in enumerate(names))
+    pytester.makepyfile("import pytest\n" + body)
+    result = pytester.runpytest("--strict-markers", "-m", "not acceptance")
+    result.assert_outcomes(passed=len(names) - 1, deselected=1)
+
+
+def test_report_header_shows_target_and_revision(pytester: pytest.Pytester, tmp_path):
+    pytester.makepyfile("def test_x(): pass")
+    target = tmp_path / "target.yaml"
+    key = tmp_path / "id"
+    key.write_text("dummy")
+    target.write_text(
+        "version: 1\nname: site-a\nsubstrate: existing\n"
+        f"login: {{host: 127.0.0.1, port: 2222, user: alice, key: {key}}}\n"
+        "expect: {settings: {WORKER_FLOX_GENERATION: '17', WORKER_FLOX_ENV: myorg/hpc}}\n"
+    )
+    result = pytester.runpytest(f"--slurmflox-target={target}", "-m", "not acceptance")
+    result.stdout.fnmatch_lines(
+        [
+            f"slurmflox: target {target} (--slurmflox-target), substrate existing",
+            "slurmflox: expected runtime revision sha256:* (myorg/hpc:17, ghcr.io/slinkyproject/slurmd:*@sha256:*)",
+        ]
+    )
+
+
+def test_header_without_target_shows_revision_of_current_settings(pytester: pytest.Pytester, monkeypatch):
+    pytester.makepyfile("def test_x(): pass")
+    monkeypatch.setenv("WORKER_FLOX_GENERATION", "18")
+    a = pytester.runpytest().stdout.str()
+    monkeypatch.setenv("WORKER_FLOX_GENERATION", "19")
+    b = pytester.runpytest().stdout.str()
+    line = [x for x in a.splitlines() if "runtime revision of current settings" in x]
+    assert line and line[0] not in b
+
+
+def test_option_precedence_cli_env_ini(pytester: pytest.Pytester, monkeypatch):
+    pytester.makeini("[pytest]\nslurmflox_run_id = from-ini\n")
+    pytester.makepyfile("def test_x(run_id):\n    print('RUN', run_id)\n")
+    assert "RUN from-ini" in pytester.runpytest("-s").stdout.str()
+    monkeypatch.setenv("SLURMFLOX_RUN_ID", "from-env")
+    assert "RUN from-env" in pytester.runpytest("-s").stdout.str()
+    assert "RUN from-cli" in pytester.runpytest("-s", "--slurmflox-run-id=from-cli").stdout.str()
+
+
+def test_acceptance_checks_are_deselected_unless_asked_and_destructive_unless_named(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+        pytestmark = pytest.mark.acceptance
+        @pytest.mark.T3
+        def test_t3(): pass
+        @pytest.mark.T11U
+        @pytest.mark.destructive
+        def test_t11u(): pass
+        """
+    )
+    r = pytester.runpytest()
+    r.assert_outcomes(deselected=2)
+    r.stdout.fnmatch_lines(["*2 acceptance check(s) deselected: acceptance not requested*"])
+    pytester.runpytest("-m", "acceptance").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("-m", "T11U").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("-m", "acceptance", "--slurmflox-destructive").assert_outcomes(passed=2)
+    pytester.runpytest("--slurmflox-groups=T3").assert_outcomes(passed=1, deselected=1)
+    r = pytester.runpytest("--slurmflox-groups=T3,T99")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "unknown group(s) T99" in r.stderr.str()
+
+
+def test_invalid_setting_is_a_usage_error_and_writes_nothing(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(
+        "--slurmflox-up=local", "--slurmflox-worker-flox-skip-containers=logfile,slurmd", "--slurmflox-workdir=wd"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "WORKER_FLOX_SKIP_CONTAINERS='logfile,slurmd' is refused" in result.stderr.str()
+    assert "nothing was changed" in result.stderr.str()
+    assert not (pytester.path / "wd").exists()
+
+
+def test_verbs_without_a_deployment_say_so(pytester: pytest.Pytester):
+    result = pytester.runpytest("--slurmflox-status", "--slurmflox-workdir=wd")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*no deployment is recorded in*wd*"])
+    result = pytester.runpytest("--slurmflox-down", "--slurmflox-workdir=wd")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_acceptance_without_target_is_one_clear_error(pytester: pytest.Pytester):
+    pytester.makepyfile("import pytest\n@pytest.mark.acceptance\n@pytest.mark.T3\ndef test_a(target): pass\n")
+    result = pytester.runpytest("-m", "acceptance", "--slurmflox-workdir=nowhere")
+    assert result.ret != 0
+    assert "no target" in result.stdout.str() + result.stderr.str()
+
+
+def test_state_lives_in_the_stash_not_in_module_globals():
+    import pytest_slurmflox.plugin as plugin
+
+    mutable = [
+        name
+        for name, value in vars(plugin).items()
+        if not name.startswith("__")
+        and isinstance(value, list | dict | set)
+        and name not in ("GROUPS", "MARKERS", "OPTIONS_BY_DEST")
+    ]
+    assert mutable == []
