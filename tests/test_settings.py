@@ -185,7 +185,10 @@ bad_images = st.one_of(
     st.builds(lambda d: f"repo:tag@sha256:{d.upper()}G", _hex),
 )
 bad_names = st.text(min_size=1, max_size=12).filter(
-    lambda s: not s.replace("_", "a").isalnum() or s[0].isdigit() or not s.isascii()
+    lambda s: (
+        not any(c.isspace() or c == "," for c in s)
+        and (not s.replace("_", "a").isalnum() or s[0].isdigit() or not s.isascii())
+    )
 )
 bad_ints = st.one_of(st.integers(max_value=0).map(str), st.text(max_size=6).filter(lambda s: not s.isdigit()))
 
