@@ -62,6 +62,10 @@ for _sfx_var in "${_sfx_required[@]}"; do
 		_sfx_fail "input $_sfx_var spans several lines"
 	fi
 done
+# bash invents a default PATH when none was passed in; only an exported PATH is the activation's.
+if [[ ${PATH@a} != *x* ]]; then
+	_sfx_fail 'missing input PATH'
+fi
 if [[ -z ${SLURMFLOX_ENV_EXPORTS+set} ]]; then
 	_sfx_fail 'missing input SLURMFLOX_ENV_EXPORTS (set it to an empty string for no exports)'
 fi
