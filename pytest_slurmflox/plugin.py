@@ -592,11 +592,35 @@ def kube(target: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def workers(target: Any) -> list[str]:
-    """Slurm node names of the worker cohort (from the pool where there is one, else from Slurm)."""
+    """Slurm node names of the worker cohort: from the pool where one lists them, else the partition's nodes."""
     _require(target, "slurm")
     if target.pool is not None:
-        return sorted(w.name for w in target.pool.workers())
-    return sorted(n.name for n in target.slurm.nodes())
+        return sorted(w.name for w in target.pool.workers() if w.ready)
+    res = target.login.run(f"sinfo -h -N -p {target.spec.partition} -o %N").check()
+    return sorted(set(res.stdout.split()))
+
+
+@pytest.fixture
+def submit(request: pytest.FixtureRequest, target: Any) -> Iterator[Any]:
+    """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
+    from .submit import Jobs
+
+    _require(target, "slurm")
+    jobs = Jobs(
+        login=target.login,
+        slurm=target.slurm,
+        run_id=session_state(request.config).run_id,
+        label=request.node.name,
+        partition=target.spec.partition,
+    )
+    yield jobs
+    jobs.cleanup()
+
+
+@pytest.fixture(scope="session")
+def expect(target: Any) -> Any:
+    """What the deployment is expected to run (target file ``expect``)."""
+    return target.expect
 
 
 @pytest.fixture(scope="session")

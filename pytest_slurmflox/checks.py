@@ -1,0 +1,124 @@
+"""Pure checks over Kubernetes objects (plain dicts in Kubernetes JSON shape).
+
+The Kubernetes-side suites call these with live objects from the API; the project's tests call them with objects
+rendered from the real Slinky chart, so the same code is proven to pass a correct rendering and to fail one that
+lacks the RuntimeClass, the toleration or an annotation. Each function returns the list of problems (empty: met).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+NATIVE_WORKER_LABEL = "slinky.local/native-worker"
+REVISION_ANNOTATION = "slinky.local/runtime-revision"
+ENV_ANNOTATION = "flox.dev/environment"
+MODE_ANNOTATION = "flox.dev/activate-mode"
+SKIP_ANNOTATION = "flox.dev/skip-containers"
+PROTECTED = ("slurmd", "flox-task-profile-init")
+
+
+def _pod_template(nodeset: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = nodeset.get("spec") or {}
+    return spec.get("template") or {}
+
+
+def _pod_spec(pod_or_template: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = pod_or_template.get("spec") or {}
+    # NodeSet pod templates nest the PodSpec under spec.template.spec; pods have it at spec.
+    return spec
+
+
+def worker_template_problems(
+    pod_or_template: Mapping[str, Any], *, environment: str, revision: str, image: str, activate_mode: str = "run"
+) -> list[str]:
+    """A worker pod (or NodeSet pod template) carries the worker runtime contract.
+
+    RuntimeClass ``flox``; annotations for the pinned environment, activation mode and runtime revision; skip list
+    without the protected containers; the immutable image on slurmd and the profile initializer.
+    """
+    problems: list[str] = []
+    meta = pod_or_template.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    spec = _pod_spec(pod_or_template)
+    if spec.get("runtimeClassName") != "flox":
+        problems.append(f"runtimeClassName is {spec.get('runtimeClassName')!r}, not 'flox'")
+    if annotations.get(ENV_ANNOTATION) != environment:
+        problems.append(f"annotation {ENV_ANNOTATION} is {annotations.get(ENV_ANNOTATION)!r}, not {environment!r}")
+    if annotations.get(MODE_ANNOTATION) != activate_mode:
+        problems.append(f"annotation {MODE_ANNOTATION} is {annotations.get(MODE_ANNOTATION)!r}, not {activate_mode!r}")
+    if annotations.get(REVISION_ANNOTATION) != revision:
+        problems.append(f"annotation {REVISION_ANNOTATION} is {annotations.get(REVISION_ANNOTATION)!r}, not {revision}")
+    skipped = [s.strip() for s in str(annotations.get(SKIP_ANNOTATION, "")).split(",") if s.strip()]
+    for name in PROTECTED:
+        if name in skipped:
+            problems.append(f"{name} is in {SKIP_ANNOTATION}: it would skip Flox preparation")
+    containers = {c.get("name"): c for c in spec.get("containers") or []}
+    inits = {c.get("name"): c for c in spec.get("initContainers") or []}
+    slurmd = containers.get("slurmd")
+    if slurmd is None:
+        problems.append("no slurmd container")
+    elif slurmd.get("image") != image:
+        problems.append(f"slurmd image is {slurmd.get('image')!r}, not {image!r}")
+    init = inits.get("flox-task-profile-init") or containers.get("flox-task-profile-init")
+    if init is None:
+        problems.append("no flox-task-profile-init init container")
+    return problems
+
+
+def placement_problems(pod_or_template: Mapping[str, Any]) -> list[str]:
+    """The worker selects the reserved pool and tolerates its taint."""
+    spec = _pod_spec(pod_or_template)
+    problems = []
+    if (spec.get("nodeSelector") or {}).get(NATIVE_WORKER_LABEL) != "true":
+        problems.append(f"nodeSelector does not require {NATIVE_WORKER_LABEL}=true")
+    tolerations = spec.get("tolerations") or []
+    if not any(
+        t.get("key") == NATIVE_WORKER_LABEL
+        and t.get("effect") == "NoSchedule"
+        and (t.get("operator") == "Exists" or t.get("value") == "true")
+        for t in tolerations
+    ):
+        problems.append(f"no toleration for {NATIVE_WORKER_LABEL}=true:NoSchedule")
+    return problems
+
+
+def nodeset_problems(nodeset: Mapping[str, Any], **expected: Any) -> list[str]:
+    template = _pod_template(nodeset)
+    return worker_template_problems(template, **expected) + placement_problems(template)
+
+
+def node_pool_problems(nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterable[str]) -> list[str]:
+    """Workers only on labelled, tainted nodes; the control-plane/infrastructure nodes carry neither."""
+    problems = []
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    for host in sorted(set(worker_hosts)):
+        node = by_name.get(host)
+        if node is None:
+            problems.append(f"worker runs on unknown node {host}")
+            continue
+        if (node["metadata"].get("labels") or {}).get(NATIVE_WORKER_LABEL) != "true":
+            problems.append(f"worker node {host} lacks label {NATIVE_WORKER_LABEL}=true")
+        if not _tainted(node):
+            problems.append(f"worker node {host} lacks taint {NATIVE_WORKER_LABEL}=true:NoSchedule")
+    for name, node in by_name.items():
+        labels = node["metadata"].get("labels") or {}
+        if "node-role.kubernetes.io/control-plane" in labels and (
+            labels.get(NATIVE_WORKER_LABEL) == "true" or _tainted(node)
+        ):
+            problems.append(f"control-plane node {name} carries the native-worker label or taint")
+    return problems
+
+
+def _tainted(node: Mapping[str, Any]) -> bool:
+    return any(
+        t.get("key") == NATIVE_WORKER_LABEL and t.get("value") == "true" and t.get("effect") == "NoSchedule"
+        for t in (node.get("spec") or {}).get("taints") or []
+    )
+
+
+def job_objects(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Identities of Jobs and Pods, to compare before and after a Slurm submission."""
+    out = {f"job/{j['metadata'].get('namespace')}/{j['metadata']['name']}" for j in jobs}
+    out |= {f"pod/{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
+    return out

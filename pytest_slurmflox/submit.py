@@ -1,0 +1,68 @@
+"""Submitting work the way a user does: from the login endpoint, as the unprivileged user, with traceable names.
+
+Every job a check submits is named ``sfx-<run id>-<check>`` so an operator can find (and cancel) what an
+acceptance run left, and every check cancels its own unfinished jobs when it ends. Waiting is batched through
+:meth:`SlurmClient.wait` (one squeue per tick for all outstanding jobs), never ``sbatch --wait``, whose hard-coded
+2/8/32 s back-off would dominate the run time.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from .run import Result, Runner
+from .slurm import JobState, SlurmClient
+
+
+@dataclass
+class Jobs:
+    """Job helpers for one check."""
+
+    login: Runner
+    slurm: SlurmClient
+    run_id: str
+    label: str
+    partition: str = "all"
+    submitted: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"sfx-{self.run_id}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}"
+
+    @property
+    def outdir(self) -> str:
+        """Shell expression of this run's output directory in the user's (shared) home."""
+        return f"$HOME/slurmflox-runs/{self.run_id}"
+
+    def srun(self, args: str, command: str, *, timeout: float = 180.0, env: dict[str, str] | None = None) -> Result:
+        """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""
+        line = f"srun -J {shlex.quote(self.name)} -p {shlex.quote(self.partition)} {args} {command}"
+        return self.login.run(line, timeout=timeout, env=env)
+
+    def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
+        """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
+        self.login.run(f"mkdir -p {self.outdir}").check()
+        name = self.name + (f"-{suffix}" if suffix else "")
+        out = self.login.run(f"echo {self.outdir}").check().stdout.strip()
+        job_id = self.slurm.sbatch(
+            script, f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out", *options
+        )
+        self.submitted.append(job_id)
+        return job_id
+
+    def wait(self, *job_ids: str, timeout: float = 120.0) -> dict[str, JobState]:
+        return self.slurm.wait(job_ids, timeout=timeout)
+
+    def output(self, job_id: str) -> str:
+        return self.login.run(f"cat {self.outdir}/{shlex.quote(job_id)}.out").check().stdout
+
+    def cleanup(self) -> None:
+        """Cancel whatever this check submitted and did not see finish (never other users' jobs)."""
+        if not self.submitted:
+            return
+        states = self.slurm.jobs(self.submitted)
+        live = [j for j, s in states.items() if not s.done]
+        if live:
+            self.slurm.cancel(*live)

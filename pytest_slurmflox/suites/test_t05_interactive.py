@@ -1,0 +1,50 @@
+"""T5: interactive and multi-step Slurm work.
+
+Requirement: srun runs across nodes, salloc gives an allocation in which srun runs, and one batch job can run
+several steps in sequence.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ._support import requirement
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.T5]
+
+
+def test_srun_spans_two_workers(submit, workers):
+    res = submit.srun("-N2 -n2 --ntasks-per-node=1", "bash -c 'echo $SLURMD_NODENAME'")
+    names = res.stdout.split()
+    requirement(
+        res.ok and len(set(names)) == 2 and set(names) <= set(workers),
+        "srun -N2 runs one task on each of two distinct workers",
+        res,
+    )
+
+
+def test_salloc_then_srun(submit, target):
+    res = target.login.run(
+        f"salloc -J {submit.name} -p {submit.partition} -N1 "
+        "srun bash -c 'echo alloc=$SLURM_JOB_ID step=$SLURM_STEP_ID'",
+        timeout=120,
+    )
+    requirement(
+        res.ok and "alloc=" in res.stdout and "step=0" in res.stdout,
+        "salloc grants an allocation and srun runs step 0 inside it",
+        res,
+    )
+
+
+def test_batch_job_runs_several_steps(submit):
+    script = "#!/bin/bash\nfor i in 1 2 3; do srun -n1 bash -c 'echo step=$SLURM_STEP_ID'; done\n"
+    job = submit.sbatch(script, "-N1")
+    state = submit.wait(job)[job]
+    out = submit.output(job)
+    steps = [line for line in out.splitlines() if line.startswith("step=")]
+    requirement(
+        state.state == "COMPLETED" and steps == ["step=0", "step=1", "step=2"],
+        "three steps ran in order inside one batch job",
+        str(state),
+        out,
+    )

@@ -1,0 +1,52 @@
+"""T6: multi-node MPI through Slurm's pmix plugin.
+
+Requirement: an MPI program launched with ``srun --mpi=pmix`` across two workers initializes one world with its
+ranks on distinct nodes. The program is compiled for the occasion on a worker with the worker's own mpicc.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ._support import requirement
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
+
+MPI_HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, len; char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    printf("rank=%d size=%d host=%s\n", rank, size, host);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_pmix_is_offered(submit):
+    res = submit.login.run("srun --mpi=list")
+    requirement(res.ok and "pmix" in res.stdout + res.stderr, "Slurm offers the pmix MPI plugin", res)
+
+
+def test_mpi_ranks_on_distinct_nodes(submit, target):
+    outdir = target.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    target.login.run(f"cat > {outdir}/mpi_hello.c", input=MPI_HELLO).check()
+    build = submit.srun(
+        "-N1 -n1", f"bash -c 'command -v mpicc >/dev/null || exit 97; mpicc -o {outdir}/mpi_hello {outdir}/mpi_hello.c'"
+    )
+    if build.exit_status == 97:
+        pytest.skip("missing capability mpicc: the worker runtime has no MPI compiler to build the probe")
+    requirement(build.ok, "the MPI probe compiles on a worker", build)
+    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", f"{outdir}/mpi_hello", timeout=240)
+    lines = sorted(line for line in run.stdout.splitlines() if line.startswith("rank="))
+    hosts = {line.split("host=")[1] for line in lines}
+    requirement(
+        run.ok and len(lines) == 2 and all("size=2" in line for line in lines) and len(hosts) == 2,
+        "two ranks of one MPI world on two distinct workers",
+        run,
+    )

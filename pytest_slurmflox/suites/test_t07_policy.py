@@ -1,0 +1,121 @@
+"""T7: arrays, dependencies, hold/release, scancel and time limits behave as Slurm defines them.
+
+Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
+job is submitted when the module starts (Slurm enforces limits in whole minutes, checked periodically), so its wait
+overlaps the other checks instead of adding to them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slurmflox.submit import Jobs
+
+from ._support import requirement
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
+
+SLEEP = "#!/bin/bash\nsleep {s}\n"
+
+
+@pytest.fixture(scope="module")
+def time_limited_job(target, slurmflox_state):
+    """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT."""
+    jobs = Jobs(
+        login=target.login,
+        slurm=target.slurm,
+        run_id=slurmflox_state.run_id,
+        label="T7-timelimit",
+        partition=target.spec.partition,
+    )
+    job = jobs.sbatch(SLEEP.format(s=600), "--time=1")
+    yield jobs, job
+    jobs.cleanup()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _start_timer(target, time_limited_job):
+    yield
+
+
+def test_job_array_runs_every_task(submit):
+    outdir = submit.login.run(f"echo {submit.outdir}").check().stdout.strip()
+    job = submit.sbatch("#!/bin/bash\necho task=$SLURM_ARRAY_TASK_ID\n", "--array=0-3", f"--output={outdir}/%A_%a.out")
+    tasks = submit.slurm.wait([f"{job}_{i}" for i in range(4)], timeout=120)
+    requirement(
+        len(tasks) == 4 and all(t.state == "COMPLETED" for t in tasks.values()),
+        "all four array tasks COMPLETED",
+        str(tasks),
+    )
+    res = submit.login.run(f"cat {outdir}/{job}_0.out {outdir}/{job}_1.out {outdir}/{job}_2.out {outdir}/{job}_3.out")
+    requirement(
+        res.ok and res.stdout.split() == [f"task={i}" for i in range(4)],
+        "each array task ran with its own SLURM_ARRAY_TASK_ID",
+        res,
+    )
+
+
+def test_afterok_runs_after_success_and_never_after_failure(submit):
+    good = submit.sbatch("#!/bin/bash\nexit 0\n", suffix="good")
+    bad = submit.sbatch("#!/bin/bash\nexit 3\n", suffix="bad")
+    after_good = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afterok:{good}", suffix="ag")
+    after_bad = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afterok:{bad}", suffix="ab")
+    states = submit.wait(good, bad, after_good, timeout=120)
+    requirement(
+        states[good].state == "COMPLETED" and states[bad].state == "FAILED", "parents ended as scripted", str(states)
+    )
+    requirement(states[after_good].state == "COMPLETED", "afterok child ran after its parent succeeded", str(states))
+    never = submit.slurm.jobs([after_bad]).get(after_bad)
+    requirement(
+        never is not None
+        and never.state in ("PENDING", "CANCELLED")
+        and (never.state == "CANCELLED" or "DependencyNeverSatisfied" in never.reason),
+        "afterok child of a failed parent never runs",
+        str(never),
+    )
+
+
+def test_afternotok_runs_only_after_failure(submit):
+    bad = submit.sbatch("#!/bin/bash\nexit 1\n", suffix="bad")
+    child = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afternotok:{bad}", suffix="child")
+    states = submit.wait(bad, child, timeout=120)
+    requirement(
+        states[bad].state == "FAILED" and states[child].state == "COMPLETED",
+        "afternotok child ran because its parent failed",
+        str(states),
+    )
+
+
+def test_singleton_serializes_jobs_of_one_name(submit):
+    first = submit.sbatch(SLEEP.format(s=3), "--dependency=singleton", suffix="single")
+    second = submit.sbatch(SLEEP.format(s=1), "--dependency=singleton", suffix="single")
+    submit.wait(first, second, timeout=120)
+    a, b = submit.slurm.job_info(first), submit.slurm.job_info(second)
+    requirement(
+        b["StartTime"] >= a["EndTime"],
+        "the second singleton job started after the first ended",
+        f"first {a['StartTime']}..{a['EndTime']}, second {b['StartTime']}..{b['EndTime']}",
+    )
+
+
+def test_hold_and_release(submit):
+    job = submit.sbatch("#!/bin/bash\necho released\n", "--hold")
+    held = submit.slurm.jobs([job])[job]
+    requirement(held.state == "PENDING" and "JobHeld" in held.reason, "a held job stays pending", str(held))
+    submit.login.run(f"scontrol release {job}").check()
+    state = submit.wait(job)[job]
+    requirement(state.state == "COMPLETED" and "released" in submit.output(job), "a released job runs", str(state))
+
+
+def test_scancel_ends_a_running_job(submit):
+    job = submit.sbatch(SLEEP.format(s=300))
+    submit.slurm.wait([job], until=frozenset({"RUNNING"}), timeout=60)
+    submit.slurm.cancel(job).check()
+    state = submit.wait(job, timeout=60)[job]
+    requirement(state.state == "CANCELLED", "scancel ends a running job as CANCELLED", str(state))
+
+
+def test_time_limit_is_enforced(time_limited_job):
+    jobs, job = time_limited_job
+    state = jobs.wait(job, timeout=240)[job]
+    requirement(state.state == "TIMEOUT", "a job past its time limit ends with TIMEOUT", str(state))

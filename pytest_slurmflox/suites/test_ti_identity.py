@@ -1,0 +1,70 @@
+"""TI: an unprivileged identity works end to end on workers that have no account for it.
+
+Requirement: tasks run with the user's uid, primary gid and supplementary groups, and their names resolve, on every
+worker, although no worker holds a local account for the user (identity is resolved at the login endpoint and
+carried by Slurm's credential); files the user creates on the shared home carry the right owner and can be given
+to a supplementary group.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ._support import on_each, requirement
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
+
+
+def _id_fields(text: str) -> dict[str, str]:
+    return dict(re.findall(r"(uid|gid|groups)=(\S+)", text))
+
+
+def test_task_identity_matches_the_login_identity(submit, workers, login, target):
+    at_login = login.run("id").check()
+    res = on_each(submit, workers, "id")
+    lines = [line.split("|", 1)[1] for line in res.stdout.splitlines() if "|" in line]
+    requirement(res.ok and len(lines) == len(workers), "id ran on every worker", res)
+    want = _id_fields(at_login.stdout)
+    for line in lines:
+        requirement(
+            _id_fields(line) == want, "worker task identity (numbers and names) equals the login's", at_login, res
+        )
+    if target.spec.identity and target.spec.identity.supp_group:
+        ident = target.spec.identity
+        requirement(
+            f"{ident.supp_gid}({ident.supp_group})" in want.get("groups", ""),
+            "the supplementary group is carried by name",
+            at_login,
+        )
+
+
+def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
+    user = login.run("id -un").check().stdout.strip()
+    res = on_each(submit, workers, f"grep -c '^{user}:' /etc/passwd || true")
+    counts = {line.split("|")[1] for line in res.stdout.splitlines() if "|" in line}
+    requirement(res.ok and counts == {"0"}, f"no worker has {user} in /etc/passwd (identity comes from Slurm)", res)
+
+
+def test_shared_home_files_owned_correctly(submit, workers, login, expect, target, run_id):
+    if not expect.settings.worker_home_path:
+        pytest.skip("missing capability shared-home: WORKER_HOME_PATH is empty")
+    ident = target.spec.identity
+    if not ident or not ident.supp_group:
+        pytest.skip("missing capability supplementary-group: the target file names no supplementary group")
+    path = f"{submit.outdir}/ti-{run_id}"
+    login.run(f"mkdir -p {submit.outdir}").check()
+    res = submit.srun(
+        f"-N1 -n1 -w {workers[-1]}",
+        f"bash -c 'touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}'",
+    )
+    requirement(res.ok, "a task can hand its file to the user's supplementary group", res)
+    at_login = login.run(f"stat -c %U:%G:%u:%g {path}").check()
+    want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
+    requirement(
+        at_login.stdout.strip() == want == res.stdout.strip().splitlines()[-1],
+        f"owner and group seen the same on the worker and at the login endpoint ({want})",
+        res,
+        at_login,
+    )
