@@ -1,0 +1,320 @@
+"""The local node image: one immutable Debian rootfs shared read-only by every node of every local cluster.
+
+Built with mmdebstrap from the mirror the host's apt names, in two stages:
+
+1. a throw-away *builder* chroot (compiler, libslurm-dev, libopenmpi-dev, deb-src for the suite) that fetches
+   Debian's own slurm-wlm source package, runs ``configure`` only to get ``config.h``, and compiles
+   ``contribs/nss_slurm/libnss_slurm.c`` against the packaged libslurm (Debian does not package libnss_slurm,
+   and ``LaunchParameters=enable_nss_slurm`` needs it to resolve names of users the worker has no account for),
+   plus a tiny MPI program (``mpi-hello``);
+2. the *node* rootfs (Slurm daemons, client, sackd, munge, OpenMPI with PMIx, sshd) with those two artifacts
+   copied in, packed as a tar archive.
+
+The archive's sha256 is the image identity (the local meaning of WORKER_IMAGE's digest). The cache key is
+derived from suite + package list + recipe text, so a recipe change builds a new image and an unchanged one is
+reused. The cache lives outside any work dir (default ``/var/cache/slurmflox``, override with the environment
+variable ``SLURMFLOX_LOCAL_CACHE``) so ``destroy`` and fresh test work dirs keep it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from .. import SubstrateUnavailable
+
+Progress = Callable[[str], None]
+
+IMAGE_REPOSITORY = "slurmflox-node"
+DEFAULT_CACHE = Path("/var/cache/slurmflox")
+
+#: Packages of the node image (the order is irrelevant; the cache key uses the sorted list).
+NODE_PACKAGES = (
+    "slurmctld",
+    "slurmd",
+    "slurm-client",
+    "sackd",
+    "slurm-wlm-basic-plugins",
+    "munge",
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "libpmix-dev",
+    "openssh-server",
+    "openssh-client",
+    "hostname",
+    "procps",
+    "iproute2",
+    "passwd",
+)
+
+BUILDER_PACKAGES = (
+    "build-essential",
+    "dpkg-dev",
+    "libslurm-dev",
+    "libopenmpi-dev",
+    "openmpi-bin",
+    "pkg-config",
+)
+
+MPI_HELLO_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank = 0, size = 0;
+    char host[256] = "";
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host - 1);
+    /* allreduce proves the ranks really talk to each other, not just that they started */
+    int sum = 0;
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("mpi-hello rank=%d size=%d host=%s sum=%d\n", rank, size, host, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+#: Runs inside the builder chroot (bash -eu). Writes artifacts to /build/out.
+BUILDER_SCRIPT = r"""
+set -euo pipefail
+mkdir -p /build/out /build/src
+cd /build/src
+echo "I: fetching Debian's slurm-wlm source package"
+# Some mirrors serve the upstream tarball but not the .dsc/.debian.tar: then build from the upstream source of
+# the same version (Debian's patches do not touch contribs/nss_slurm).
+apt-get source --download-only slurm-wlm >/build/apt-source.log 2>&1 || true
+if ls ./slurm-wlm_*.dsc >/dev/null 2>&1 && ls ./slurm-wlm_*.debian.tar.* >/dev/null 2>&1; then
+  dpkg-source --no-check -x ./slurm-wlm_*.dsc slurm >/build/dpkg-source.log 2>&1 \
+    || { cat /build/dpkg-source.log; exit 1; }
+elif ls ./slurm-wlm_*.orig.tar.* >/dev/null 2>&1; then
+  echo "I: the mirror has no .dsc for slurm-wlm; using its upstream tarball"
+  mkdir slurm && tar -xf ./slurm-wlm_*.orig.tar.* -C slurm --strip-components=1
+else
+  cat /build/apt-source.log; exit 1
+fi
+cd slurm
+echo "I: configuring slurm-wlm (for config.h only)"
+./configure --prefix=/usr --sysconfdir=/etc/slurm --libdir=/usr/lib/x86_64-linux-gnu \
+  --localstatedir=/var >/build/configure.log 2>&1 || { tail -n 40 /build/configure.log; exit 1; }
+echo "I: compiling libnss_slurm against the packaged libslurm"
+gcc -shared -fPIC -O2 -Wall -I. -Islurm -Isrc/common \
+  -o /build/out/libnss_slurm.so.2 contribs/nss_slurm/libnss_slurm.c \
+  -Wl,-soname,libnss_slurm.so.2 -Wl,--no-undefined -lslurm
+echo "I: compiling mpi-hello"
+mpicc -O2 -o /build/out/mpi-hello /build/mpi-hello.c
+dpkg-query -W -f='${Version}' libslurm-dev > /build/out/slurm-version
+"""
+
+#: Runs on the host with the finished node rootfs as $1 (mmdebstrap customize hook, mode root).
+NODE_CUSTOMIZE = r"""
+set -eu
+root="$1"; art="$2"
+install -m 0644 "$art/libnss_slurm.so.2" "$root/usr/lib/x86_64-linux-gnu/libnss_slurm.so.2"
+install -m 0755 "$art/mpi-hello" "$root/usr/local/bin/mpi-hello"
+cp "$art/slurm-version" "$root/etc/slurmflox-slurm-version"
+# nss_slurm answers passwd/group lookups for users of running steps (no account on the worker needed).
+sed -i -E 's/^(passwd|group):([[:space:]]+)files/\1:\2slurm files/' "$root/etc/nsswitch.conf"
+grep -Eq '^passwd:.*slurm' "$root/etc/nsswitch.conf"
+printf 'SlurmdSpoolDir=/var/lib/slurm/slurmd\n' > "$root/etc/nss_slurm.conf"
+# A base-image command the Flox environments shadow, so PATH precedence is observable.
+printf '#!/bin/sh\necho base\n' > "$root/usr/local/bin/flox-probe"
+chmod 0755 "$root/usr/local/bin/flox-probe"
+# Per-cluster secrets and identities are supplied at boot, never baked in.
+rm -f "$root"/etc/ssh/ssh_host_* "$root/etc/munge/munge.key" "$root/etc/slurm/slurm.key"
+: > "$root/etc/machine-id"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+mkdir -p "$root/flox/store" "$root/opt/slurmflox" "$root/etc/slurm/flox-task-prolog"
+"""
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """A built, unpacked node image."""
+
+    digest: str  #: sha256 hex of the archive
+    archive: Path
+    rootfs: Path  #: the unpacked read-only lower dir
+    suite: str
+    slurm_version: str
+
+    @property
+    def ref(self) -> str:
+        """``slurmflox-node:<suite>@sha256:<hex>``: immutable, in the same shape as WORKER_IMAGE."""
+        return f"{IMAGE_REPOSITORY}:{self.suite}@sha256:{self.digest}"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SLURMFLOX_LOCAL_CACHE") or DEFAULT_CACHE)
+
+
+def recipe_key(suite: str) -> str:
+    """What decides the image content we ask for: suite, packages, build scripts."""
+    doc = {
+        "suite": suite,
+        "node": sorted(NODE_PACKAGES),
+        "builder": sorted(BUILDER_PACKAGES),
+        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, NODE_CUSTOMIZE],
+        "format": 1,
+    }
+    raw = json.dumps(doc, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cached_image(suite: str, cache: Path | None = None) -> NodeImage | None:
+    """The cached image for ``suite`` if complete (archive, unpacked rootfs, metadata), else None."""
+    base = (cache or cache_root()) / "images" / f"{suite}-{recipe_key(suite)}"
+    meta = base / "image.json"
+    if not meta.is_file() or not (base / "rootfs" / ".slurmflox-complete").exists():
+        return None
+    info = json.loads(meta.read_text())
+    return NodeImage(info["digest"], base / "image.tar", base / "rootfs", suite, info["slurm_version"])
+
+
+def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None = None) -> NodeImage:
+    """The node image for ``suite``: reuse the cache or build it (several minutes, with progress)."""
+    cache = cache or cache_root()
+    base = cache / "images" / f"{suite}-{recipe_key(suite)}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(base) + ".lock"):
+        found = cached_image(suite, cache)
+        if found is not None:
+            return found
+        progress(f"image: building the {suite} node image from {mirror} (first time only; takes minutes)")
+        t0 = time.monotonic()
+        if base.exists():
+            _remove_tree(base)
+        base.mkdir(parents=True)
+        work = Path(tempfile.mkdtemp(prefix="build-", dir=base))
+        try:
+            artifacts = _build_artifacts(suite, mirror, work, progress)
+            archive = base / "image.tar"
+            _build_node_archive(suite, mirror, artifacts, archive, work, progress)
+            progress("image: hashing the archive")
+            digest = _sha256_file(archive)
+            slurm_version = (artifacts / "slurm-version").read_text().strip()
+            progress("image: unpacking the read-only lower dir")
+            rootfs = base / "rootfs"
+            rootfs.mkdir()
+            subprocess.run(
+                ["tar", "-xpf", str(archive), "-C", str(rootfs), "--numeric-owner", "--xattrs", "--xattrs-include=*"],
+                check=True,
+            )
+            (rootfs / ".slurmflox-complete").write_text(digest + "\n")
+            meta = {
+                "digest": digest,
+                "suite": suite,
+                "mirror": mirror,
+                "slurm_version": slurm_version,
+                "built": time.time(),
+                "recipe": recipe_key(suite),
+            }
+            (base / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
+        finally:
+            for log in work.glob("*.log"):  # keep the logs of the last attempt for diagnosis
+                shutil.copy(log, base / log.name)
+            _remove_tree(work)
+        image = cached_image(suite, cache)
+        assert image is not None
+        progress(f"image: {image.ref} built in {time.monotonic() - t0:.0f}s")
+        return image
+
+
+def _remove_tree(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():  # read-only dirs left by a half-built chroot
+            subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def _mmdebstrap(argv: list[str], log: Path, progress: Progress, label: str) -> None:
+    """Run mmdebstrap, forwarding its ``I:`` lines as progress and keeping the full log."""
+    with log.open("w") as handle:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            handle.write(line)
+            stripped = line.strip()
+            if stripped.startswith(("I:", "E:", "W:")):
+                progress(f"image[{label}]: {stripped[:160]}")
+        rc = proc.wait()
+    if rc != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+        raise SubstrateUnavailable(
+            f"image: mmdebstrap ({label}) failed with exit {rc}; log kept as {log.parent.parent / log.name}:\n{tail}"
+        )
+
+
+def _common_args(suite: str) -> list[str]:
+    return [
+        "mmdebstrap",
+        "--mode=root",
+        "--variant=minbase",
+        '--aptopt=APT::Install-Recommends "false"',
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+        "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
+    ]
+
+
+def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) -> Path:
+    out = work / "artifacts"
+    out.mkdir()
+    (work / "builder.sh").write_text(BUILDER_SCRIPT)
+    (work / "mpi-hello.c").write_text(MPI_HELLO_C)
+    chroot_dir = work / "builder-root"
+    argv = [
+        *_common_args(suite),
+        "--include=" + ",".join(BUILDER_PACKAGES),
+        f'--customize-hook=mkdir -p "$1/build" && cp {work}/builder.sh {work}/mpi-hello.c "$1/build/"',
+        '--customize-hook=chroot "$1" bash /build/builder.sh',
+        f'--customize-hook=cp -a "$1/build/out/." {out}/',
+        suite,
+        str(chroot_dir),
+        f"deb {mirror} {suite} main",
+        f"deb-src {mirror} {suite} main",
+    ]
+    progress("image: stage 1/2: builder chroot (libnss_slurm from Debian's slurm-wlm source, mpi-hello)")
+    _mmdebstrap(argv, work / "builder.log", progress, "builder")
+    _remove_tree(chroot_dir)
+    for name in ("libnss_slurm.so.2", "mpi-hello", "slurm-version"):
+        if not (out / name).is_file():
+            raise SubstrateUnavailable(f"image: the builder produced no {name}; see {work}/builder.log")
+    return out
+
+
+def _build_node_archive(
+    suite: str, mirror: str, artifacts: Path, archive: Path, work: Path, progress: Progress
+) -> None:
+    (work / "customize.sh").write_text(NODE_CUSTOMIZE)
+    argv = [
+        *_common_args(suite),
+        "--include=" + ",".join(NODE_PACKAGES),
+        f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
+        suite,
+        str(archive),
+        f"deb {mirror} {suite} main",
+    ]
+    progress("image: stage 2/2: node rootfs (slurmctld, slurmd, sackd, munge, openmpi+pmix, sshd)")
+    _mmdebstrap(argv, work / "node.log", progress, "node")

@@ -1,0 +1,132 @@
+"""The cluster fabric: a bridge inside a network namespace we create, and one veth per node.
+
+Nothing here touches a host interface: the bridge lives in the cluster's own *fabric* namespace, each veth pair
+is created inside that namespace and its node end moved straight into the node's namespace. The addresses
+(FABRIC_NET, private) exist only inside these namespaces, so two clusters (a developer's and a test's) can use
+the same range without meeting. The only path from the host into the cluster is our loopback port forwarder.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+NETNS_DIR = Path("/run/netns")
+FABRIC_NET = ipaddress.ip_network("10.77.0.0/24")
+BRIDGE = "br0"
+
+
+class NetworkError(RuntimeError):
+    pass
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The namespaces of one cluster, all named with the cluster prefix (``<prefix>-<what>``)."""
+
+    prefix: str
+
+    @property
+    def fabric_ns(self) -> str:
+        return f"{self.prefix}-fab"
+
+    def node_ns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    @staticmethod
+    def ns_path(ns: str) -> Path:
+        return NETNS_DIR / ns
+
+    @staticmethod
+    def exists(ns: str) -> bool:
+        return (NETNS_DIR / ns).exists()
+
+    def ours(self) -> list[str]:
+        """Every namespace of this cluster that exists now."""
+        if not NETNS_DIR.is_dir():
+            return []
+        return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(self.prefix + "-"))
+
+    # ------------------------------------------------------------------------------------------ create
+    def ensure_fabric(self) -> None:
+        ns = self.fabric_ns
+        if not self.exists(ns):
+            _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        if _ip("-n", ns, "link", "show", BRIDGE, check=False).returncode != 0:
+            _ip("-n", ns, "link", "add", BRIDGE, "type", "bridge")
+        # No STP, no multicast snooping queries, no forwarding delay: a private L2 segment that is up at once.
+        _ip(
+            "-n",
+            ns,
+            "link",
+            "set",
+            BRIDGE,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+            "mcast_snooping",
+            "0",
+        )
+        _ip("-n", ns, "link", "set", BRIDGE, "up")
+
+    def ensure_node(self, node: str, address: str) -> None:
+        """Namespace, veth into the bridge, address on eth0 (idempotent)."""
+        ns = self.node_ns(node)
+        veth = self.veth_name(address)
+        if not self.exists(ns):
+            _ip("netns", "add", ns)
+        if _ip("-n", ns, "link", "show", "eth0", check=False).returncode != 0:
+            _ip("-n", self.fabric_ns, "link", "del", veth, check=False)
+            _ip("-n", self.fabric_ns, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ip("-n", self.fabric_ns, "link", "set", veth, "master", BRIDGE, "up")
+        have = _ip("-n", ns, "-o", "-4", "addr", "show", "dev", "eth0").stdout
+        want = f"{address}/{FABRIC_NET.prefixlen}"
+        if want not in have:
+            _ip("-n", ns, "addr", "flush", "dev", "eth0")
+            _ip("-n", ns, "addr", "add", want, "dev", "eth0")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+
+    @staticmethod
+    def veth_name(address: str) -> str:
+        return "vn" + address.rsplit(".", 1)[1]
+
+    # ------------------------------------------------------------------------------------------ remove
+    def remove_node(self, node: str) -> None:
+        ns = self.node_ns(node)
+        if self.exists(ns):
+            _ip("netns", "del", ns, check=False)  # deleting the ns deletes eth0 and so its bridge peer
+
+    def remove_all(self) -> list[str]:
+        removed = []
+        for ns in self.ours():
+            _ip("netns", "del", ns, check=False)
+            removed.append(ns)
+        return removed
+
+
+def ns_inode(ns: str) -> int | None:
+    """Inode of a named network namespace (compared with /proc/PID/ns/net to prove a process is inside)."""
+    try:
+        return os.stat(NETNS_DIR / ns).st_ino
+    except OSError:
+        return None
+
+
+def address_for(index: int) -> str:
+    """Fixed plan: .2 controller, .3 login, .10.. workers (index 1..), .200.. isolated workers."""
+    return str(FABRIC_NET.network_address + index)

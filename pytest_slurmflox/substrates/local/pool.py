@@ -1,0 +1,42 @@
+"""LocalWorkerPool: the local substrate's owner of the worker cohort (what the NodeSet is on Kubernetes).
+
+Desired state lives in ``<workdir>/local/state.json`` (desired revision, replicas, worker settings); each worker
+records its own annotations (image, environment, revision) in its node dir when it boots. ``apply`` replaces
+every worker with one of the new runtime, as a NodeSet rollout replaces every pod.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...pool import WorkerInfo
+from ...settings import Settings
+
+if TYPE_CHECKING:
+    from .substrate import LocalSubstrate
+
+
+class LocalWorkerPool:
+    def __init__(self, substrate: LocalSubstrate) -> None:
+        self.substrate = substrate
+
+    def desired_count(self) -> int:
+        state = self.substrate.read_state()
+        return int(state.get("replicas", self.substrate.settings.compute_replicas))
+
+    def desired_revision(self) -> str | None:
+        return self.substrate.read_state().get("revision")
+
+    def apply(self, settings: Settings) -> str:
+        """Restart every worker with ``settings``' runtime (environment, profile, CPUs, memory)."""
+        return self.substrate.replace_workers(settings)
+
+    def workers(self) -> list[WorkerInfo]:
+        return self.substrate.worker_infos()
+
+    def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
+        """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
+        return self.substrate.start_isolated_worker(name, flox_ref)
+
+    def stop_isolated_worker(self, name: str) -> None:
+        self.substrate.stop_isolated_worker(name)

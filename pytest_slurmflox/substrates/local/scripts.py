@@ -1,0 +1,164 @@
+"""The two bash programs that make a namespace into a node. Written into ``<workdir>/local/scripts/``.
+
+``node-boot.sh`` runs on the host side, already inside the node's fresh mount/UTS/IPC/PID namespaces (PID 1
+there) and its network namespace. It assembles the node's root: an overlay (read-only image + the node's own
+writable layer), its own /proc, /sys, /dev, /run and /tmp, the shared /home, the cluster's Slurm config, the
+runtime store, and copies the node's secrets into its private /run. Then it becomes ``node-init.sh`` inside that
+root (chroot), still PID 1, so stopping that one process ends every process of the node.
+
+``node-init.sh`` starts the role's daemons. A worker first activates its realized runtime and runs the
+production task-profile initializer inside it; only if that succeeds does slurmd start (fail closed). Progress
+is written to ``/run/slurmflox/ctl/phase`` (the host's ``<node dir>/ctl/phase``) for the supervisor.
+"""
+
+from __future__ import annotations
+
+NODE_BOOT_SH = r"""#!/bin/bash
+# slurmflox local node boot (host side, PID 1 of the node's namespaces). Argument: the node's state dir.
+set -euo pipefail
+NODE_DIR=$1
+# shellcheck disable=SC1091
+. "$NODE_DIR/boot.env"
+M=$NODE_DIR/merged
+phase() { printf '%s\n' "$*" > "$NODE_DIR/ctl/phase.tmp" && mv -f "$NODE_DIR/ctl/phase.tmp" "$NODE_DIR/ctl/phase"; }
+trap 'phase "failed: boot: line $LINENO exited $?"' ERR
+phase booting
+hostname "$NODE_NAME"
+mount --make-rprivate /
+mkdir -p "$NODE_DIR/upper" "$NODE_DIR/work" "$M"
+mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$NODE_DIR/upper,workdir=$NODE_DIR/work" "$M"
+mount -t proc proc "$M/proc"
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$M/sys"
+mount -t tmpfs -o mode=0755,size=256m tmpfs "$M/run"
+mount -t tmpfs -o mode=1777,size=1g tmpfs "$M/tmp"
+mount -t tmpfs -o mode=0755,size=1m tmpfs "$M/dev"
+for d in null zero full random urandom tty; do
+    touch "$M/dev/$d"
+    mount --bind "/dev/$d" "$M/dev/$d"
+done
+mkdir -p "$M/dev/pts" "$M/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$M/dev/pts"
+ln -s pts/ptmx "$M/dev/ptmx"
+mount -t tmpfs -o mode=1777,size=256m tmpfs "$M/dev/shm"
+ln -s /proc/self/fd "$M/dev/fd"
+ln -s /proc/self/fd/0 "$M/dev/stdin"
+ln -s /proc/self/fd/1 "$M/dev/stdout"
+ln -s /proc/self/fd/2 "$M/dev/stderr"
+bind_ro() { mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; }
+mount --bind "$HOME_DIR" "$M/home"
+bind_ro "$CONF_DIR" "$M/etc/slurm"
+bind_ro "$HOSTS_FILE" "$M/etc/hosts"
+bind_ro "$SCRIPTS_DIR" "$M/opt/slurmflox"
+bind_ro "$STORE_DIR" "$M/flox/store"
+mkdir -p "$M/run/slurmflox/ctl"
+mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
+install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
+install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"
+if [ "$NODE_ROLE" = login ]; then
+    install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
+    install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
+fi
+trap - ERR
+exec chroot "$M" /bin/bash /opt/slurmflox/node-init.sh
+"""
+
+NODE_INIT_SH = r"""#!/bin/bash
+# slurmflox local node init (PID 1 inside the node's root). Starts the role's daemons and supervises them.
+set -uo pipefail
+# shellcheck disable=SC1091
+. /run/slurmflox/node.env
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+cd /
+phase() {
+    printf '%s\n' "$*" > /run/slurmflox/ctl/phase.tmp && mv -f /run/slurmflox/ctl/phase.tmp /run/slurmflox/ctl/phase
+}
+fail() { phase "failed: $*"; echo "node-init: $*" >&2; exit 1; }
+pids=()
+stop_all() {
+    phase stopping
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for _ in $(seq 50); do
+        alive=0
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    phase stopped
+    exit 0
+}
+trap stop_all TERM INT
+
+mkdir -p /var/log/slurm /run/munge /var/lib/munge /var/log/munge
+install -o munge -g munge -m 0400 /run/slurmflox/munge.key /etc/munge/munge.key
+chown munge:munge /run/munge /var/lib/munge /var/log/munge
+chmod 0755 /run/munge
+setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground --num-threads=2 \
+    >>/var/log/munge/munged.out 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.05; done
+[ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
+
+case "$NODE_ROLE" in
+ctl)
+    mkdir -p /var/lib/slurm/slurmctld
+    chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
+    phase starting slurmctld
+    /usr/sbin/slurmctld -D >>/var/log/slurm/slurmctld.out 2>&1 &
+    pids+=($!)
+    ;;
+worker)
+    phase activating "$SLURMFLOX_ENVIRONMENT"
+    # Activation and the initializer see only what a pod's init container would: the activation inputs.
+    if ! env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+        SLURMFLOX_ENVIRONMENT="$SLURMFLOX_ENVIRONMENT" SLURMFLOX_ACTIVATE_MODE="$SLURMFLOX_ACTIVATE_MODE" \
+        SLURMFLOX_IMAGE="$SLURMFLOX_IMAGE" SLURMFLOX_REVISION="$SLURMFLOX_REVISION" \
+        SLURMFLOX_PATH_PRECEDENCE="$SLURMFLOX_PATH_PRECEDENCE" SLURMFLOX_ENV_EXPORTS="$SLURMFLOX_ENV_EXPORTS" \
+        SLURMFLOX_PROFILE_DIR=/run/flox-task-profile \
+        /opt/slurmflox/flox-activate "$FLOX_ENV" "$SLURMFLOX_ACTIVATE_MODE" -- \
+        /bin/bash /opt/slurmflox/task-profile-init.sh >/run/slurmflox/ctl/init.log 2>&1; then
+        fail "task-profile initializer failed in $SLURMFLOX_ENVIRONMENT: $(tail -n 1 /run/slurmflox/ctl/init.log)"
+    fi
+    mkdir -p /var/lib/slurm/slurmd
+    phase starting slurmd
+    /usr/sbin/slurmd -D -Z --conf "$WORKER_CONF" >>/var/log/slurm/slurmd.out 2>&1 &
+    pids+=($!)
+    ;;
+login)
+    getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
+    getent group "$TEST_SUPP_GROUP" >/dev/null || groupadd -g "$TEST_SUPP_GID" "$TEST_SUPP_GROUP"
+    if ! getent passwd "$TEST_USER" >/dev/null; then
+        useradd -u "$TEST_UID" -g "$TEST_GID" -G "$TEST_SUPP_GROUP" -M -d "/home/$TEST_USER" \
+            -s /bin/bash "$TEST_USER"
+    fi
+    usermod -p '*' "$TEST_USER"  # no password, but not locked: key login works with UsePAM no
+    if [ ! -d "/home/$TEST_USER" ]; then
+        mkdir -p "/home/$TEST_USER"
+        chown "$TEST_UID:$TEST_GID" "/home/$TEST_USER"
+        chmod 0755 "/home/$TEST_USER"
+    fi
+    install -m 0600 /run/slurmflox/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key
+    mkdir -p /etc/ssh/authorized_keys /run/sshd
+    install -m 0644 /run/slurmflox/authorized_keys /etc/ssh/authorized_keys/root
+    install -m 0644 /run/slurmflox/authorized_keys "/etc/ssh/authorized_keys/$TEST_USER"
+    phase starting sshd
+    /usr/sbin/sshd -D -e -f /opt/slurmflox/sshd_config >>/var/log/sshd.out 2>&1 &
+    pids+=($!)
+    ;;
+*)
+    fail "unknown role $NODE_ROLE"
+    ;;
+esac
+phase running
+# Supervise: if a daemon dies, the node is not healthy any more; stop the rest and say so.
+while :; do
+    wait -n "${pids[@]}"
+    for p in "${pids[@]}"; do
+        if ! kill -0 "$p" 2>/dev/null; then
+            phase "failed: daemon pid $p exited"
+            for q in "${pids[@]}"; do kill -TERM "$q" 2>/dev/null; done
+            sleep 1
+            exit 1
+        fi
+    done
+done
+"""

@@ -1,0 +1,226 @@
+"""Unit tests of the local substrate's pure parts and of its runtime provider (real files, no mocks)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_slurmflox.substrates import SubstrateUnavailable
+from pytest_slurmflox.substrates.local import apt, keys, proc, runtime, slurmconf
+from pytest_slurmflox.substrates.local.substrate import cluster_prefix
+
+# ------------------------------------------------------------------------------------------------ apt sources
+
+
+def test_deb822_picks_the_debian_archive_not_security_or_third_party():
+    text = """Types: deb
+URIs: http://deb.example.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.example.org/debian-security
+Suites: bookworm-security
+Components: main
+"""
+    third = """Types: deb
+URIs: https://deb.nodesource.com/node_20.x
+Suites: nodistro
+Components: main
+"""
+    sources = apt.parse_deb822(third) + apt.parse_deb822(text)
+    assert apt.debian_mirror(sources) == "http://deb.example.org/debian"
+
+
+def test_one_line_sources_and_disabled_stanzas():
+    one = "# comment\ndeb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian/ bookworm main contrib\n"
+    assert apt.debian_mirror(apt.parse_sources_list(one)) == "http://mirror.example/debian"
+    disabled = "Types: deb\nURIs: http://x.example/debian\nSuites: trixie\nComponents: main\nEnabled: no\n"
+    with pytest.raises(SubstrateUnavailable, match="names no Debian archive"):
+        apt.debian_mirror(apt.parse_deb822(disabled))
+
+
+def test_host_sources_reads_both_formats(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text("deb http://a.example/debian trixie main\n")
+    (tmp_path / "sources.list.d" / "x.sources").write_text(
+        "Types: deb\nURIs: http://b.example/debian\nSuites: trixie\nComponents: main\n"
+    )
+    (tmp_path / "sources.list.d" / "y.list.disabled").write_text("deb http://c.example/debian trixie main\n")
+    uris = [s.uris[0] for s in apt.host_sources(tmp_path)]
+    assert uris == ["http://a.example/debian", "http://b.example/debian"]
+
+
+def test_missing_packages_names_the_package_of_a_missing_command():
+    assert apt.missing_packages({"sh": "dash", "no-such-command-xyz": "xyz-pkg"}) == ["xyz-pkg"]
+
+
+def test_refusal_on_a_non_debian_host(tmp_path):
+    if os.geteuid() != 0:
+        with pytest.raises(SubstrateUnavailable, match="needs root"):
+            apt.require_root_debian()
+        return
+    release = tmp_path / "os-release"
+    release.write_text('ID=fedora\nID_LIKE="rhel centos"\n')
+    with pytest.raises(SubstrateUnavailable, match="Debian or Ubuntu"):
+        apt.require_root_debian(release)
+    release.write_text("ID=ubuntu\nID_LIKE=debian\n")
+    apt.require_root_debian(release)
+
+
+# ------------------------------------------------------------------------------------------------ slurm.conf
+
+
+def test_slurm_conf_has_the_worker_contract():
+    text = slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2"))
+    lines = set(text.splitlines())
+    assert "TaskProlog=/etc/slurm/flox-task-prolog/task-prolog.sh" in lines
+    assert "LaunchParameters=enable_nss_slurm" in lines
+    assert "MpiDefault=none" in lines
+    assert "SlurmctldHost=ctl(10.77.0.2)" in lines
+    assert f"Nodeset=workers Feature={slurmconf.WORKER_FEATURE}" in lines
+    assert any(line.startswith("PartitionName=all Nodes=workers") for line in lines)
+    with pytest.raises(ValueError):
+        slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2", auth="none"))
+
+
+def test_worker_conf_declares_runtime_capacity():
+    assert slurmconf.worker_conf(2, 1024) == f"CPUs=2 RealMemory=1024 Feature={slurmconf.WORKER_FEATURE}"
+
+
+def test_hosts_lists_nodes():
+    text = slurmconf.render_hosts([("ctl", "10.77.0.2"), ("worker1", "10.77.0.10")])
+    assert "10.77.0.2\tctl" in text and "10.77.0.10\tworker1" in text and text.startswith("127.0.0.1")
+
+
+def test_cluster_prefix_is_stable_and_short(tmp_path):
+    a, b = cluster_prefix(tmp_path / "a"), cluster_prefix(tmp_path / "b")
+    assert a == cluster_prefix(tmp_path / "a") and a != b
+    assert len(f"{a}-worker12") <= 15 or len(a) == 9  # netns names stay short
+
+
+# ------------------------------------------------------------------------------------------------ runtime
+
+
+def test_shipped_environments_are_listed():
+    refs = runtime.available()
+    for ref in ("local/demo:1", "local/demo:2", "local/gatk:1", "local/broken:1"):
+        assert ref in refs
+
+
+def test_realize_is_content_addressed_read_only_and_idempotent(tmp_path):
+    store = tmp_path / "store"
+    one = runtime.realize("local/demo:1", store)
+    again = runtime.realize("local/demo:1", store)
+    two = runtime.realize("local/demo:2", store)
+    assert one.path == again.path and one.path != two.path
+    assert one.path.name.endswith("-demo-1") and one.path.name.split("-")[0] == one.content_hash[:32]
+    assert (one.path / ".slurmflox-realized").is_file()
+    assert not os.access(one.path, os.W_OK) or os.geteuid() == 0  # root ignores modes
+    assert stat.S_IMODE(one.path.stat().st_mode) == 0o555
+    assert stat.S_IMODE((one.path / "bin" / "slurmflox-demo").stat().st_mode) == 0o555
+    out = subprocess.run([one.path / "bin" / "slurmflox-demo"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "slurmflox-demo generation 1"
+
+
+def test_broken_environment_fails_to_realize(tmp_path):
+    with pytest.raises(runtime.RealizationError, match="broken-tool"):
+        runtime.realize("local/broken:1", tmp_path / "store")
+    assert not any((tmp_path / "store").glob("*-broken-1"))
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [("flox/echoip:2", "serves only local"), ("local/nope:1", "no such environment"), ("demo", "not an env")],
+)
+def test_unrealizable_references(tmp_path, ref, message):
+    with pytest.raises(runtime.RealizationError, match=message):
+        runtime.realize(ref, tmp_path / "store")
+
+
+def test_manifest_must_match_its_directory(tmp_path):
+    envs = tmp_path / "envs"
+    (envs / "x" / "1").mkdir(parents=True)
+    (envs / "x" / "1" / "manifest.json").write_text('{"format": 1, "name": "y", "generation": 1}')
+    with pytest.raises(runtime.RealizationError, match="not its directory"):
+        runtime.realize("local/x:1", tmp_path / "store", envs_root=envs)
+
+
+def _activate(realized: runtime.Realized, tmp_path: Path, command: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "flox-activate"
+    script.write_text(runtime.ACTIVATE_SH)
+    return subprocess.run(
+        [
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            "bash",
+            str(script),
+            str(realized.path),
+            "run",
+            "--",
+            "bash",
+            "-c",
+            command,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_gatk_activation_exports_prefix_and_nested_bin(tmp_path):
+    realized = runtime.realize("local/gatk:1", tmp_path / "store")
+    res = _activate(realized, tmp_path, 'echo "$GATK_CONDAENV_PREFIX"; echo "$PATH"; gatk; flox-probe')
+    assert res.returncode == 0, res.stderr
+    prefix, path, gatk, probe = res.stdout.splitlines()
+    assert prefix == f"{realized.path}/opt/conda/envs/gatk"
+    assert path.split(":")[:2] == [f"{prefix}/bin", f"{realized.path}/bin"]
+    assert gatk == f"gatk (local stand-in) prefix={prefix}" and probe == "flox"
+
+
+def test_activation_refuses_an_unrealized_directory(tmp_path):
+    fake = runtime.Realized("local/demo:1", tmp_path, "0" * 64)
+    res = _activate(fake, tmp_path, "true")
+    assert res.returncode == 1 and "not a realized environment" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------ proc, keys
+
+
+def test_pid_proof_accepts_our_process_and_rejects_changes(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "marker-xyz"])
+    try:
+        exe = Path(f"/proc/{child.pid}/exe").readlink().name
+        rec = proc.record_for(child.pid, exe, ("marker-xyz",))
+        rec.write(tmp_path / "pid.json")
+        assert proc.proven(proc.PidRecord.read(tmp_path / "pid.json"))
+        assert not proc.proven(proc.PidRecord(rec.pid, rec.starttime + 1, exe, ("marker-xyz",)))
+        assert not proc.proven(proc.PidRecord(rec.pid, rec.starttime, "bash", ("marker-xyz",)))
+        assert not proc.proven(proc.PidRecord(rec.pid, rec.starttime, exe, ("other",)))
+    finally:
+        child.kill()
+        child.wait()
+    time.sleep(0.05)
+    assert not proc.proven(rec)
+    assert proc.PidRecord.read(tmp_path / "missing.json") is None
+
+
+def test_keys_are_0600_reused_and_pinnable(tmp_path):
+    line = keys.ensure_ed25519(tmp_path / "id", tmp_path / "id.pub", "c")
+    assert stat.S_IMODE((tmp_path / "id").stat().st_mode) == 0o600
+    assert line.startswith("ssh-ed25519 ") and keys.ensure_ed25519(tmp_path / "id", tmp_path / "id.pub", "c") == line
+    assert keys.known_hosts_line("127.0.0.1", 2222, line) == f"[127.0.0.1]:2222 {' '.join(line.split()[:2])}\n"
+    keys.ensure_munge_key(tmp_path / "munge.key")
+    assert (tmp_path / "munge.key").stat().st_size == 1024
+    assert stat.S_IMODE((tmp_path / "munge.key").stat().st_mode) == 0o600
+    import paramiko
+
+    assert paramiko.Ed25519Key.from_private_key_file(str(tmp_path / "id")).get_name() == "ssh-ed25519"
