@@ -1,0 +1,242 @@
+"""What goes onto the cluster after kubeadm, as data: addons, the Flox runtime, Slinky, identity. Pure.
+
+Order matters and is encoded here: storage and cert-manager before the Slinky operator (its webhook needs
+cert-manager), the Flox runtime on the workers and the ``flox`` RuntimeClass before any worker pod exists,
+pre-warming only when WORKER_FLOX_ENV was given explicitly (an optimisation: failure warns, never aborts).
+The slurm chart itself is applied by :class:`.pool.NodeSetPool`, the owner of the worker cohort.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import yaml
+
+from ...settings import Settings
+from . import fabric
+from .kubeadm import FLOX_NODE_LABEL, Step, kubectl, worker_nodes
+
+NAMESPACE_SLURM = "slurm"
+NAMESPACE_OPERATOR = "slinky"
+SLURM_RELEASE = "slurm"
+CHART_REPO = "oci://ghcr.io/slinkyproject/charts"
+HELM_VERSION = "v3.19.0"
+SHIM_PATH = "/usr/local/bin/containerd-shim-flox-v2"
+RUNTIME_HANDLER = "flox"
+RUNTIME_CLASS = "flox"
+VALUES_PATH = "/etc/slurmflox/slurm-values.yaml"
+
+
+def flannel_url(version: str) -> str:
+    return f"https://github.com/flannel-io/flannel/releases/download/{version}/kube-flannel.yml"
+
+
+def local_path_url(version: str) -> str:
+    return f"https://raw.githubusercontent.com/rancher/local-path-provisioner/{version}/deploy/local-path-storage.yaml"
+
+
+def cert_manager_url(version: str) -> str:
+    return f"https://github.com/cert-manager/cert-manager/releases/download/{version}/cert-manager.yaml"
+
+
+def flox_rpm_url(version: str) -> str:
+    return f"https://downloads.flox.dev/by-env/stable/rpm/flox-{version}.x86_64-linux.rpm"
+
+
+def runtime_class_manifest() -> str:
+    """The ``flox`` RuntimeClass. Its nodeSelector keeps Flox pods on nodes whose containerd has the shim."""
+    doc = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": RUNTIME_CLASS},
+        "handler": RUNTIME_HANDLER,
+        "scheduling": {"nodeSelector": {FLOX_NODE_LABEL: "true"}},
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def helm(*args: str) -> str:
+    return "helm --kubeconfig /etc/kubernetes/admin.conf " + " ".join(shlex.quote(a) for a in args)
+
+
+def storage_and_certs_steps(settings: Settings) -> list[Step]:
+    lp = settings.local_path_version
+    return [
+        Step(
+            1,
+            f"local-path-provisioner {lp}",
+            command=" && ".join(
+                [
+                    kubectl("apply", "-f", local_path_url(lp)),
+                    kubectl(
+                        "patch",
+                        "storageclass",
+                        "local-path",
+                        "-p",
+                        '{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}',
+                    ),
+                ]
+            ),
+        ),
+        Step(
+            1,
+            f"cert-manager {settings.cert_manager_version}",
+            command=" && ".join(
+                [
+                    kubectl("apply", "--server-side", "-f", cert_manager_url(settings.cert_manager_version)),
+                    kubectl(
+                        "-n",
+                        "cert-manager",
+                        "wait",
+                        "--for=condition=Available",
+                        "deployment",
+                        "--all",
+                        "--timeout=600s",
+                    ),
+                ]
+            ),
+        ),
+    ]
+
+
+def flox_runtime_steps(settings: Settings) -> list[Step]:
+    """Flox and its containerd shim on every worker node; the script only reports success once containerd
+    was restarted and ``containerd config dump`` resolves the shim for runtime ``flox``."""
+    steps = [
+        Step(
+            n,
+            f"Flox {settings.flox_version} and containerd runtime 'flox' on {fabric.hostname(n)}",
+            script="flox-runtime.sh",
+            args=(flox_rpm_url(settings.flox_version), settings.flox_shim_installer, RUNTIME_HANDLER, SHIM_PATH),
+        )
+        for n in worker_nodes(settings)
+    ]
+    steps.append(
+        Step(1, "RuntimeClass flox", put_path="/etc/slurmflox/runtimeclass-flox.yaml", content=runtime_class_manifest())
+    )
+    steps.append(
+        Step(1, "apply RuntimeClass flox", command=kubectl("apply", "-f", "/etc/slurmflox/runtimeclass-flox.yaml"))
+    )
+    return steps
+
+
+def slinky_operator_steps(settings: Settings) -> list[Step]:
+    v = settings.slinky_version
+    return [
+        Step(1, f"helm {HELM_VERSION}", script="install-helm.sh", args=(HELM_VERSION,)),
+        Step(
+            1,
+            f"Slinky CRDs {v}",
+            command=helm(
+                "upgrade",
+                "--install",
+                "slurm-operator-crds",
+                f"{CHART_REPO}/slurm-operator-crds",
+                "--version",
+                v,
+                "--wait",
+            ),
+        ),
+        Step(
+            1,
+            f"Slinky operator {v}",
+            command=helm(
+                "upgrade",
+                "--install",
+                "slurm-operator",
+                f"{CHART_REPO}/slurm-operator",
+                "--version",
+                v,
+                "--namespace",
+                NAMESPACE_OPERATOR,
+                "--create-namespace",
+                "--set",
+                "crds.enabled=false",
+                "--wait",
+                "--timeout",
+                "10m",
+            ),
+        ),
+    ]
+
+
+def prewarm_steps(settings: Settings, explicit: set[str] | frozenset[str]) -> list[Step]:
+    """``flox pull <env> --copy --generation <g>`` on each worker, only when WORKER_FLOX_ENV was explicit."""
+    if "WORKER_FLOX_ENV" not in explicit:
+        return []
+    return [
+        Step(
+            n,
+            f"pre-warm {settings.worker_flox_ref} on {fabric.hostname(n)}",
+            script="flox-prewarm.sh",
+            args=(settings.worker_flox_env, str(settings.worker_flox_generation)),
+            soft=True,
+            timeout=1800,
+        )
+        for n in worker_nodes(settings)
+    ]
+
+
+def identity_home_step(settings: Settings) -> list[Step]:
+    """The test user's home on the shared /home (node1 is the NFS server), owned by its uid/gid."""
+    if not (settings.login and settings.test_identity):
+        return []
+    root = settings.worker_home_path.rstrip("/") or "/home"
+    home = f"{root}/{settings.test_user}"
+    return [
+        Step(
+            1,
+            f"home of {settings.test_user}",
+            command=(f"install -d -m 0750 -o {settings.test_uid} -g {settings.test_gid} {shlex.quote(home)}"),
+        )
+    ]
+
+
+def slurm_chart_command(settings: Settings) -> str:
+    """The helm command that applies the slurm chart with the rendered values (run on node1)."""
+    return helm(
+        "upgrade",
+        "--install",
+        SLURM_RELEASE,
+        f"{CHART_REPO}/slurm",
+        "--version",
+        settings.slinky_version,
+        "--namespace",
+        NAMESPACE_SLURM,
+        "--create-namespace",
+        "-f",
+        VALUES_PATH,
+    )
+
+
+def sinfo_command(settings: Settings) -> str:
+    """Slurm's node view from the controller pod, run on node1 (root)."""
+    return "sudo -n " + kubectl(
+        "-n", NAMESPACE_SLURM, "exec", "statefulset/slurm-controller", "-c", "slurmctld", "--", "sinfo"
+    )
+
+
+def login_image_files_command(image: str) -> str:
+    """Print the login image's /etc/passwd, group and shadow, separated by marker lines (run as root)."""
+    q = shlex.quote(image)
+    return (
+        f"ctr -n k8s.io images pull {q} >/dev/null && "
+        f'for f in passwd group shadow; do echo "=== $f"; '
+        f"ctr -n k8s.io run --rm {q} slurmflox-identity-$f-$$ cat /etc/$f; done"
+    )
+
+
+def split_login_files(text: str) -> dict[str, str]:
+    """Parse :func:`login_image_files_command` output into {passwd, group, shadow}."""
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("=== "):
+            current = line[4:].strip()
+            files[current] = []
+        elif current is not None:
+            files[current].append(line)
+    missing = {"passwd", "group", "shadow"} - set(files)
+    if missing:
+        raise ValueError(f"login image output lacks {', '.join(sorted(missing))}")
+    return {k: "\n".join(v) + "\n" for k, v in files.items()}

@@ -1,0 +1,100 @@
+"""Talking to a guest over SSH: readiness, root commands, shipped provisioning scripts, file placement.
+
+Everything goes through :class:`~pytest_slurmflox.run.SSHRunner` on the node's loopback port with the
+deployment key; host keys are pinned from the seeds, so an unexpected key is refused, never accepted.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from importlib import resources
+from pathlib import Path
+
+from ...render.cloudinit import ADMIN_USER
+from ...run import HostKeyRefused, Result, SSHRunner
+from ...state import Workdir
+from .. import SubstrateUnavailable
+from . import fabric
+
+
+def guest_script(name: str) -> str:
+    """The text of ``provision/guest/<name>`` as shipped in the package."""
+    return resources.files("pytest_slurmflox").joinpath("provision", "guest", name).read_text()
+
+
+def guest_script_dir() -> Path:
+    return Path(str(resources.files("pytest_slurmflox").joinpath("provision", "guest")))
+
+
+class Guest:
+    """One VM reached over SSH as the cloud-init administrator (passwordless sudo)."""
+
+    def __init__(self, workdir: Workdir, node: int, ssh_port_base: int, *, user: str = ADMIN_USER) -> None:
+        self.node = node
+        self.port = fabric.ssh_port(ssh_port_base, node)
+        self.runner = SSHRunner(
+            host="127.0.0.1",
+            port=self.port,
+            user=user,
+            key_file=workdir.ssh_key,
+            known_hosts=workdir.known_hosts,
+            where=fabric.hostname(node),
+            connect_timeout=10,
+        )
+
+    def wait_ready(self, timeout: float, alive=lambda: True) -> None:
+        """Block until a command runs over SSH. ``alive`` (e.g. the VM's pid check) aborts the wait early."""
+        deadline = time.monotonic() + timeout
+        last = "no attempt"
+        while time.monotonic() < deadline:
+            if not alive():
+                raise SubstrateUnavailable(f"{self.runner.where}: QEMU exited while waiting for SSH")
+            if not self._banner():
+                last = "no SSH banner yet"
+            else:
+                try:
+                    if self.runner.run("true", timeout=20).ok:
+                        return
+                    last = "command failed"
+                except HostKeyRefused:
+                    raise
+                except Exception as exc:  # auth/EOF while cloud-init is still writing keys: keep polling
+                    last = f"{type(exc).__name__}: {exc}"
+                    self.runner.close()
+            time.sleep(2)
+        raise SubstrateUnavailable(
+            f"{self.runner.where}: SSH on 127.0.0.1:{self.port} not ready after {timeout:.0f}s ({last})"
+        )
+
+    def _banner(self) -> bool:
+        """True once sshd itself answers. Checked on a raw socket first: QEMU's port forward accepts TCP
+        connections even before the guest listens, and paramiko would log a traceback for each early try."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=3) as conn:
+                conn.settimeout(5)
+                return conn.recv(64).startswith(b"SSH-")
+        except OSError:
+            return False
+
+    def run(self, command: str, *, timeout: float = 120, input: str | None = None) -> Result:
+        return self.runner.run(command, timeout=timeout, input=input)
+
+    def root(self, command: str, *, timeout: float = 120, input: str | None = None) -> Result:
+        """``command`` as root through passwordless sudo."""
+        return self.runner.run("sudo -n bash -c " + shlex.quote(command), timeout=timeout, input=input)
+
+    def script(self, name: str, *args: str, timeout: float = 600) -> Result:
+        """Run a shipped guest script as root, its text on stdin (nothing is left behind in the guest)."""
+        argv = " ".join(shlex.quote(a) for a in args)
+        return self.runner.run(f"sudo -n bash -s -- {argv}", input=guest_script(name), timeout=timeout)
+
+    def put(self, path: str, content: str, mode: str = "0644") -> Result:
+        """Write a file as root atomically (install from stdin to a temp name, then rename)."""
+        tmp = f"{path}.slurmflox-tmp"
+        command = f"install -D -m {mode} /dev/stdin {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
+        return self.runner.run("sudo -n bash -c " + shlex.quote(command), input=content, timeout=60)
+
+    def close(self) -> None:
+        self.runner.close()

@@ -1,0 +1,183 @@
+"""What the Kubernetes stage does to the guests, as data: an ordered list of steps. Pure; no I/O.
+
+Why data: every command and manifest the substrate would apply can be inspected and unit-tested here
+without a cluster, and the executor (:mod:`.provision`) stays a dumb loop. The plan covers node preparation,
+kubeadm init/join with the pinned version, flannel on the fabric NIC, the worker-pool label and taint on
+nodes 2..N only (never node1), and the node label the ``flox`` RuntimeClass selects.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+import yaml
+
+from ...settings import Settings
+from . import fabric
+
+KUBECONFIG_IN_GUEST = "/etc/kubernetes/admin.conf"
+KUBEADM_CONFIG_PATH = "/etc/slurmflox/kubeadm.yaml"
+FABRIC_IFACE = "fabric0"
+
+NATIVE_WORKER_LABEL = "slinky.local/native-worker"
+NATIVE_WORKER_TAINT = f"{NATIVE_WORKER_LABEL}=true:NoSchedule"
+FLOX_NODE_LABEL = "flox.dev/enabled"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One action on one node. Exactly one of ``script``, ``command`` or ``put_path`` is set.
+
+    ``script``: a shipped guest script run as root with ``args``; ``command``: a root shell command;
+    ``put_path``: write ``content`` there (mode ``mode``). ``soft``: a failure warns instead of aborting.
+    """
+
+    node: int
+    title: str
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    command: str | None = None
+    put_path: str | None = None
+    content: str = ""
+    mode: str = "0644"
+    soft: bool = False
+    timeout: float = 900.0
+
+
+def kubectl(*args: str) -> str:
+    """A kubectl command line run as root on node1 against the admin kubeconfig."""
+    return f"kubectl --kubeconfig {KUBECONFIG_IN_GUEST} " + " ".join(shlex.quote(a) for a in args)
+
+
+def k8s_minor(version: str) -> str:
+    """``1.36.3`` -> ``v1.36`` (the pkgs.k8s.io repository is per minor version)."""
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(f"KUBERNETES_VERSION {version!r} is not MAJOR.MINOR.PATCH")
+    return f"v{parts[0]}.{parts[1]}"
+
+
+def kubeadm_config(settings: Settings) -> str:
+    """kubeadm v1beta4 Init/Cluster/Kubelet configuration for node1.
+
+    The API server advertises its fabric address; 127.0.0.1 is a certificate SAN because the host reaches the
+    API through the QEMU port forward on 127.0.0.1:K8S_API_PORT.
+    """
+    ip1 = fabric.fabric_ip(1)
+    docs = [
+        {
+            "apiVersion": "kubeadm.k8s.io/v1beta4",
+            "kind": "InitConfiguration",
+            "localAPIEndpoint": {"advertiseAddress": ip1, "bindPort": fabric.K8S_GUEST_API_PORT},
+            "nodeRegistration": {
+                "name": fabric.hostname(1),
+                "criSocket": "unix:///run/containerd/containerd.sock",
+                "kubeletExtraArgs": [{"name": "node-ip", "value": ip1}],
+            },
+        },
+        {
+            "apiVersion": "kubeadm.k8s.io/v1beta4",
+            "kind": "ClusterConfiguration",
+            "kubernetesVersion": f"v{settings.kubernetes_version.lstrip('v')}",
+            "controlPlaneEndpoint": f"{ip1}:{fabric.K8S_GUEST_API_PORT}",
+            "networking": {"podSubnet": settings.pod_cidr, "serviceSubnet": settings.svc_cidr},
+            "apiServer": {"certSANs": ["127.0.0.1", ip1, fabric.hostname(1)]},
+        },
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "cgroupDriver": "systemd",
+        },
+    ]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def worker_nodes(settings: Settings) -> range:
+    """Nodes 2..NODES: the reserved native Slurm capacity. node1 is never part of it."""
+    return range(2, settings.nodes + 1)
+
+
+def cluster_steps(settings: Settings) -> list[Step]:
+    """Prepare every node, init node1, join nodes 2..N (the join arguments are fetched at run time)."""
+    version = settings.kubernetes_version.lstrip("v")
+    steps = [
+        Step(
+            n,
+            f"prepare {fabric.hostname(n)} for Kubernetes {version}",
+            script="k8s-node-prep.sh",
+            args=(k8s_minor(version), version, fabric.fabric_ip(n)),
+        )
+        for n in range(1, settings.nodes + 1)
+    ]
+    steps.append(
+        Step(1, "kubeadm configuration", put_path=KUBEADM_CONFIG_PATH, content=kubeadm_config(settings), mode="0600")
+    )
+    steps.append(Step(1, "kubeadm init", script="kubeadm-init.sh", args=(KUBEADM_CONFIG_PATH,)))
+    steps.append(
+        Step(
+            1,
+            "flannel on the fabric NIC",
+            script="flannel.sh",
+            args=(settings.flannel_version, settings.pod_cidr, FABRIC_IFACE),
+        )
+    )
+    return steps
+
+
+def join_step(node: int, join_command: str) -> Step:
+    """Join ``node`` with the ``kubeadm join`` line printed by node1 (``kubeadm token create
+    --print-join-command``); only its arguments are passed on, the script adds the node name."""
+    words = shlex.split(join_command)
+    if words[:2] != ["kubeadm", "join"]:
+        raise ValueError(f"not a kubeadm join command: {join_command!r}")
+    return Step(
+        node,
+        f"kubeadm join {fabric.hostname(node)}",
+        script="kubeadm-join.sh",
+        args=(fabric.hostname(node), *words[2:]),
+    )
+
+
+JOIN_COMMAND = "kubeadm token create --print-join-command --ttl 30m"
+
+
+def node_role_steps(settings: Settings) -> list[Step]:
+    """Label and taint nodes 2..N as native Slurm capacity with the Flox runtime; make sure node1 is neither."""
+    steps = []
+    for n in worker_nodes(settings):
+        name = fabric.hostname(n)
+        steps.append(
+            Step(
+                1,
+                f"reserve {name} for native Slurm workers",
+                command=" && ".join(
+                    [
+                        kubectl(
+                            "label",
+                            "node",
+                            name,
+                            f"{NATIVE_WORKER_LABEL}=true",
+                            f"{FLOX_NODE_LABEL}=true",
+                            "--overwrite",
+                        ),
+                        kubectl("taint", "node", name, NATIVE_WORKER_TAINT, "--overwrite"),
+                    ]
+                ),
+            )
+        )
+    node1 = fabric.hostname(1)
+    steps.append(
+        Step(
+            1,
+            f"{node1} is infrastructure, not worker capacity",
+            command=" ; ".join(
+                [
+                    kubectl("label", "node", node1, f"{NATIVE_WORKER_LABEL}-", f"{FLOX_NODE_LABEL}-"),
+                    kubectl("taint", "node", node1, f"{NATIVE_WORKER_LABEL}-") + " 2>/dev/null",
+                    "true",
+                ]
+            ),
+        )
+    )
+    return steps

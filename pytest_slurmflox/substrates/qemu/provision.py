@@ -1,0 +1,155 @@
+"""Executes the Kubernetes-stage plan (:mod:`.kubeadm`, :mod:`.addons`) on the guests, in order.
+
+The completion marker ``<workdir>/k8s/provisioned.json`` is removed first and written last, and the kubeconfig
+and target file are only written once everything before them succeeded: an interrupted run leaves nothing a
+later run (or the suites) could take for a finished deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import TYPE_CHECKING
+
+import yaml
+
+from ...state import WorkerRevisionFile, atomic_write, write_secret
+from .. import SubstrateUnavailable
+from . import fabric
+from .addons import (
+    NAMESPACE_SLURM,
+    flox_runtime_steps,
+    identity_home_step,
+    prewarm_steps,
+    slinky_operator_steps,
+    storage_and_certs_steps,
+)
+from .kubeadm import JOIN_COMMAND, KUBECONFIG_IN_GUEST, Step, cluster_steps, join_step, kubectl, node_role_steps
+
+if TYPE_CHECKING:
+    from . import QemuSubstrate
+
+
+def run_step(sub: QemuSubstrate, step: Step) -> bool:
+    """Run one step; raise on failure unless the step is soft (then warn). True if it succeeded."""
+    sub.progress(f"[{fabric.hostname(step.node)}] {step.title}")
+    guest = sub.guest(step.node)
+    try:
+        if step.script:
+            result = guest.script(step.script, *step.args, timeout=step.timeout)
+        elif step.put_path:
+            result = guest.put(step.put_path, step.content, mode=step.mode)
+        else:
+            result = guest.root(step.command or "true", timeout=step.timeout)
+    finally:
+        guest.close()
+    if result.ok:
+        return True
+    if step.soft:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        sub.progress(f"WARNING: {step.title} failed (exit {result.exit_status}); continuing: {' | '.join(tail)}")
+        return False
+    raise SubstrateUnavailable(f"{step.title} failed on {fabric.hostname(step.node)}:\n{result.describe()}")
+
+
+def explicit_worker_keys(sub: QemuSubstrate) -> frozenset[str]:
+    """Worker keys present in this process's environment or in the persisted worker-revision.env."""
+    persisted = WorkerRevisionFile(sub.workdir.worker_revision_env).read()
+    return frozenset(k for k in ("WORKER_FLOX_ENV",) if k in os.environ or k in persisted) | sub.explicit
+
+
+def kubeconfig_for_host(admin_conf: str, api_port: int) -> str:
+    """node1's admin.conf with the server pointed at the host's loopback forward of the API."""
+    text, count = re.subn(r"(server:\s*)https://[^\s]+", rf"\g<1>https://127.0.0.1:{api_port}", admin_conf)
+    if count == 0:
+        raise SubstrateUnavailable("node1's admin.conf names no API server")
+    return text
+
+
+def target_document(sub: QemuSubstrate) -> dict:
+    s = sub.settings
+    doc = {
+        "version": 1,
+        "name": f"qemu ({sub.workdir.root})",
+        "substrate": "qemu",
+        "workdir": str(sub.workdir.root),
+        "login": {
+            "host": "127.0.0.1",
+            "port": s.login_ssh_port,
+            "user": s.test_user if s.test_identity else "root",
+            "key": str(sub.workdir.ssh_key),
+            "known_hosts": None,
+        },
+        "admin": {"user": "root"},
+        "kubernetes": {
+            "kubeconfig": str(sub.workdir.kubeconfig),
+            "context": None,
+            "namespace": NAMESPACE_SLURM,
+            "nodeset": "slurm-worker-compute",
+        },
+        "slurm": {"partition": "all"},
+        "expect": {"replicas": s.compute_replicas},
+    }
+    if s.test_identity:
+        doc["identity"] = {
+            "user": s.test_user,
+            "uid": s.test_uid,
+            "gid": s.test_gid,
+            "supp_group": s.test_supp_group,
+            "supp_gid": s.test_supp_gid,
+        }
+    return doc
+
+
+def provision_cluster(sub: QemuSubstrate) -> dict:
+    """kubeadm, addons, Flox runtime, Slinky, identity, kubeconfig, first slurm chart; returns the target."""
+    s = sub.settings
+    marker = sub.workdir.root / "k8s" / "provisioned.json"
+    marker.unlink(missing_ok=True)
+    (sub.workdir.root / "target.yaml").unlink(missing_ok=True)
+    t0 = time.monotonic()
+    for step in cluster_steps(s):
+        run_step(sub, step)
+    g1 = sub.guest(1)
+    try:
+        join = g1.root(JOIN_COMMAND, timeout=120).check().stdout.strip().splitlines()[-1]
+    finally:
+        g1.close()
+    for n in range(2, s.nodes + 1):
+        run_step(sub, join_step(n, join))
+    run_step(
+        sub,
+        Step(
+            1,
+            "all nodes Ready",
+            command=kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=900s"),
+            timeout=960,
+        ),
+    )
+    for step in [
+        *node_role_steps(s),
+        *storage_and_certs_steps(s),
+        *flox_runtime_steps(s),
+        *slinky_operator_steps(s),
+        *prewarm_steps(s, explicit_worker_keys(sub)),
+        *identity_home_step(s),
+    ]:
+        run_step(sub, step)
+    g1 = sub.guest(1)
+    try:
+        admin = g1.root(f"cat {KUBECONFIG_IN_GUEST}").check().stdout
+    finally:
+        g1.close()
+    write_secret(sub.workdir.kubeconfig, kubeconfig_for_host(admin, s.k8s_api_port))
+    pool = sub.pool()
+    if pool.desired_revision() is None:
+        sub.progress("installing the slurm chart (first deployment)")
+        pool.apply(s)
+    target = target_document(sub)
+    atomic_write(sub.workdir.root / "target.yaml", yaml.safe_dump(target, sort_keys=False))
+    sub.record(
+        "provisioned.json",
+        {"kubernetes": s.kubernetes_version, "slinky": s.slinky_version, "seconds": round(time.monotonic() - t0)},
+    )
+    return target
