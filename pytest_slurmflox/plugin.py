@@ -389,6 +389,28 @@ def _provision(config: pytest.Config, substrate_name: str) -> None:
     state.workdir.record_deployment({"substrate": substrate_name, "target": str(target_path), "up_at": time.time()})
     state.target_path = target_path
     state.target_source = f"--slurmflox-up={substrate_name}"
+    _reconcile(config, settings, substrate, target_path, say)
+
+
+def _reconcile(config: pytest.Config, settings: Any, substrate: Any, target_path: Path, say: Any) -> None:
+    """Move the cohort to the desired runtime revision (fast path, recovery or the maintenance barrier)."""
+    from .lifecycle import ReconcileError, Reconciler
+    from .target import connect, load_target
+
+    state = session_state(config)
+    spec = load_target(target_path)
+    tgt = connect(spec, observer=state.evidence, pool_factory=lambda _spec, _kube: substrate.pool())
+    try:
+        if "admin" not in tgt.capabilities:
+            raise pytest.UsageError(
+                f"slurmflox: cannot reconcile without administrative access: {tgt.why_missing('admin')}"
+            )
+        outcome = Reconciler(slurm=tgt.slurm, pool=tgt.pool, login=tgt.login, say=say).reconcile(settings)
+    except ReconcileError as exc:
+        raise pytest.UsageError(f"slurmflox: up failed at step {exc}") from None
+    finally:
+        tgt.close()
+    say(f"up: cohort at {outcome.revision} ({outcome.path})")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -45,3 +45,13 @@ class WorkerPool(Protocol):
 
     def workers(self) -> list[WorkerInfo]:
         """Every current worker, ready or not."""
+
+    def revision_for(self, settings: Settings) -> str:
+        """The runtime revision ``settings`` would deploy on this owner (its image digest included)."""
+
+    def profile_revision(self, name: str) -> str | None:
+        """The revision recorded in worker ``name``'s task profile, read through the owner (pod exec / node)
+        rather than through Slurm, because the barrier must verify workers while Slurm keeps them drained."""
+
+    def restart(self, name: str) -> None:
+        """Restart worker ``name``'s slurmd so it registers again (after a stale node record was deleted)."""

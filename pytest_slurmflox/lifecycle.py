@@ -1,0 +1,268 @@
+"""Reconcile a worker cohort to a runtime revision without Slurm ever admitting work onto a mixed cohort.
+
+Written once against :class:`~pytest_slurmflox.pool.WorkerPool` and :class:`~pytest_slurmflox.slurm.SlurmClient`,
+so the same code drives a Slinky NodeSet and the local substrate's workers.
+
+Decision (made only on evidence; unknown controller or partition state is an error, never health):
+
+    desired revision unchanged, partition UP    -> fast path: nothing is touched
+    desired revision unchanged, partition DOWN  -> recovery: an earlier maintenance cycle did not finish
+    desired revision changed                    -> the maintenance barrier
+
+The barrier's steps run in this order (names are what progress lines and the chaos hook use). Once it has begun,
+any failure leaves the partition DOWN and names the step; a later run with the same desired revision finds the
+partition DOWN and completes the cycle (recovery), so an interruption can never reopen an unvalidated cohort.
+
+A test hook, ``SLURMFLOX_CHAOS_KILL_AT=<step>``, makes the process SIGKILL itself as that step begins: the chaos
+tests use it to prove that every interruption point recovers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .pool import WorkerPool
+from .run import Runner
+from .settings import Settings
+from .slurm import NodeState, SlurmClient, SlurmError
+
+STEPS = (
+    "partition-down",
+    "drain",
+    "wait-running",
+    "apply",
+    "wait-ready",
+    "verify-workers",
+    "verify-profiles",
+    "repair-stale",
+    "wait-registered",
+    "resume",
+    "verify-usable",
+    "reopen",
+)
+CHAOS_ENV = "SLURMFLOX_CHAOS_KILL_AT"
+#: Node state flags that mean "the controller's record of this node is not usable as it stands".
+STALE_FLAGS = frozenset({"INVALID_REG", "INVALID"})
+
+
+class ReconcileError(RuntimeError):
+    """Reconciliation failed. ``step`` names where; the partition is left DOWN if the barrier had begun."""
+
+    def __init__(self, step: str, message: str) -> None:
+        self.step = step
+        super().__init__(f"{step}: {message}")
+
+
+@dataclass
+class Outcome:
+    path: str  #: fast-path | recovery | update
+    revision: str
+    steps: list[tuple[str, float]] = field(default_factory=list)  #: (step, seconds)
+    repaired: list[str] = field(default_factory=list)  #: stale node records that were deleted
+
+
+@dataclass
+class Reconciler:
+    slurm: SlurmClient
+    pool: WorkerPool
+    login: Runner | None = None  #: the user's login endpoint, to prove it reaches Slurm at the end
+    say: Callable[[str], None] = print
+    timeout: float = 600.0  #: per waiting step
+    poll: float = 0.5
+
+    def reconcile(self, settings: Settings) -> Outcome:
+        t0 = time.monotonic()
+        try:
+            self.slurm.ping()
+            partition = self.slurm.partition_state()
+        except SlurmError as exc:
+            raise ReconcileError("controller", f"cannot prove the controller's state: {exc}") from None
+        current = self.pool.desired_revision()
+        wanted = self.pool.revision_for(settings)
+        state = partition.state.upper()
+        if current == wanted and state == "UP":
+            self.say(f"reconcile: revision {wanted} unchanged and partition {partition.name} UP: nothing to do")
+            return Outcome("fast-path", wanted)
+        if current == wanted and state in ("DOWN", "DRAIN", "INACTIVE"):
+            path = "recovery"
+            self.say(
+                f"reconcile: partition {partition.name} is {state} at revision {wanted}: completing the "
+                "interrupted maintenance cycle"
+            )
+        elif current != wanted and state in ("UP", "DOWN", "DRAIN", "INACTIVE"):
+            path = "update"
+            self.say(f"reconcile: runtime revision {current} -> {wanted}: whole-cohort maintenance barrier")
+        else:
+            raise ReconcileError("controller", f"partition {partition.name} reports unknown state {state!r}")
+        outcome = Outcome(path, wanted)
+        for number, step in enumerate(STEPS, 1):
+            if os.environ.get(CHAOS_ENV) == step:
+                self.say(f"reconcile: chaos hook: killing this process at step {step}")
+                os.kill(os.getpid(), signal.SIGKILL)
+            started = time.monotonic()
+            try:
+                getattr(self, "_" + step.replace("-", "_"))(settings, wanted, outcome)
+            except ReconcileError:
+                raise
+            except Exception as exc:
+                raise ReconcileError(step, f"{exc} (partition left DOWN)") from exc
+            took = time.monotonic() - started
+            outcome.steps.append((step, took))
+            self.say(
+                f"reconcile [{number:2}/{len(STEPS)}] {step:16} done in {took:5.1f}s "
+                f"(total {time.monotonic() - t0:5.1f}s)"
+            )
+        return outcome
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _cohort_nodes(self) -> list[NodeState]:
+        names = {w.name for w in self.pool.workers()}
+        return [n for n in self.slurm.nodes() if n.name in names]
+
+    def _wait(self, what: str, check: Callable[[], str | None]) -> None:
+        """Poll ``check`` (None = done, else what is still missing) until done or timeout."""
+        deadline = time.monotonic() + self.timeout
+        missing = check()
+        while missing is not None:
+            if time.monotonic() > deadline:
+                raise ReconcileError(what, f"timed out after {self.timeout:.0f}s: {missing}")
+            time.sleep(self.poll)
+            missing = check()
+
+    # -- the steps ---------------------------------------------------------------------------------
+    def _partition_down(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        self.slurm.set_partition("DOWN")
+
+    def _drain(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        names = [n.name for n in self._cohort_nodes() if not n.flags & STALE_FLAGS]
+        self.slurm.drain(names, reason=f"slurmflox maintenance to {wanted[:19]}")
+
+    def _wait_running(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        part = self.slurm.partition
+
+        def running() -> str | None:
+            res = self.slurm.user.run(f"squeue -h -p {part} -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -o %i")
+            if not res.ok:
+                raise SlurmError(res.describe())
+            jobs = res.stdout.split()
+            return f"jobs still running: {' '.join(jobs)}" if jobs else None
+
+        self._wait("wait-running", running)
+
+    def _apply(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        applied = self.pool.apply(settings)
+        if applied != wanted:
+            raise ReconcileError("apply", f"the owner applied {applied}, not {wanted}")
+
+    def _wait_ready(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        count = self.pool.desired_count()
+
+        def ready() -> str | None:
+            workers = self.pool.workers()
+            good = [w for w in workers if w.ready and w.revision == wanted]
+            if len(good) == count and len(workers) == count:
+                return None
+            return f"{len(good)}/{count} workers updated and ready: " + ", ".join(
+                f"{w.name}(ready={w.ready}, rev={(w.revision or '-')[:19]})" for w in workers
+            )
+
+        self._wait("wait-ready", ready)
+
+    def _verify_workers(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        for w in self.pool.workers():
+            if w.environment != settings.worker_flox_ref or w.revision != wanted:
+                raise ReconcileError(
+                    "verify-workers",
+                    f"{w.name} carries {w.environment} / {w.revision}, not {settings.worker_flox_ref} / {wanted}",
+                )
+
+    def _verify_profiles(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        for w in self.pool.workers():
+            got = self.pool.profile_revision(w.name)
+            if got != wanted:
+                raise ReconcileError("verify-profiles", f"{w.name}'s task profile reports {got}, not {wanted}")
+
+    def _stale(self, settings: Settings) -> list[NodeState]:
+        """Records the controller keeps for a worker that no longer match it (CoreSpec/CPU/memory changed)."""
+        return [
+            n
+            for n in self._cohort_nodes()
+            if n.flags & STALE_FLAGS
+            or "differ" in n.reason.lower()
+            or n.cpus != settings.worker_cpus
+            or n.real_memory != settings.worker_mem_mb
+        ]
+
+    def _repair(self, node: NodeState, outcome: Outcome) -> None:
+        self.say(
+            f"reconcile: stale node record {node.name} ({node.state}, CPUs={node.cpus}, "
+            f"RealMemory={node.real_memory}, reason={node.reason!r}): deleting it, the worker registers again"
+        )
+        res = self.slurm.delete_node(node.name)
+        if not res.ok and "Invalid node name" not in res.stderr:
+            raise ReconcileError("repair-stale", res.describe())
+        self.pool.restart(node.name)
+        outcome.repaired.append(node.name)
+
+    def _repair_stale(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        """Let registrations settle (each worker either matches its record or is stale), then repair."""
+        expected = {w.name for w in self.pool.workers()}
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            nodes = {n.name: n for n in self._cohort_nodes()}
+            stale = {n.name for n in self._stale(settings)}
+            settled = set(nodes) == expected and all(
+                name in stale or ("*" not in nodes[name].state and "NOT_RESPONDING" not in nodes[name].flags)
+                for name in expected
+            )
+            if settled:
+                break
+            time.sleep(self.poll)
+        for node in self._stale(settings):
+            self._repair(node, outcome)
+
+    def _wait_registered(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        expected = {w.name for w in self.pool.workers()}
+
+        def registered() -> str | None:
+            for node in self._stale(settings):
+                if outcome.repaired.count(node.name) < 3:  # a late stale registration is repaired too
+                    self._repair(node, outcome)
+            nodes = {n.name: n for n in self.slurm.nodes()}
+            bad = []
+            for name in sorted(expected):
+                node = nodes.get(name)
+                if node is None:
+                    bad.append(f"{name}: not registered")
+                elif node.flags & STALE_FLAGS or "NOT_RESPONDING" in node.flags or "*" in node.state:
+                    bad.append(f"{name}: {node.state}")
+                elif node.cpus != settings.worker_cpus or node.real_memory != settings.worker_mem_mb:
+                    bad.append(f"{name}: CPUs={node.cpus} RealMemory={node.real_memory}")
+            return "; ".join(bad) or None
+
+        self._wait("wait-registered", registered)
+
+    def _resume(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        names = [n.name for n in self._cohort_nodes() if n.flags & {"DRAIN", "DRAINED", "DRAINING", "DOWN"}]
+        self.slurm.resume(names)
+
+    def _verify_usable(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        def usable() -> str | None:
+            nodes = self._cohort_nodes()
+            bad = [f"{n.name}: {n.state}" for n in nodes if not n.usable]
+            if len(nodes) != self.pool.desired_count():
+                bad.append(f"{len(nodes)}/{self.pool.desired_count()} registered")
+            return "; ".join(bad) or None
+
+        self._wait("verify-usable", usable)
+        if self.login is not None:
+            res = self.login.run(f"sinfo -h -p {self.slurm.partition} -o %D")
+            if not res.ok:
+                raise ReconcileError("verify-usable", "the login endpoint cannot reach Slurm:\n" + res.describe())
+
+    def _reopen(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
+        self.slurm.set_partition("UP")
