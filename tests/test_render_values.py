@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.render import chart as rc
 from pytest_slurmflox.render import values as rv
 from pytest_slurmflox.revision import runtime_revision
 from pytest_slurmflox.settings import Settings, SettingsError, resolve
@@ -126,3 +129,17 @@ def test_helpers_describe_the_worker_contract() -> None:
         "requests": {"cpu": "6", "memory": "6144Mi"},
     }
     assert rv.provision_script("task-prolog.sh").startswith("#!/bin/bash\n")
+
+
+def test_chart_helper_refuses_a_directory_without_a_chart(tmp_path: Path) -> None:
+    with pytest.raises(rc.ChartUnavailable, match=r"Chart\.yaml"):
+        rc.render_chart(tmp_path, {})
+    assert rc.find_slurm_charts(tmp_path / "absent") == {}
+
+
+def test_chart_helper_names_the_missing_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """helm-python-sdk is imported lazily; without it the error says what to install."""
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: x\nversion: 0.1.0\n")
+    monkeypatch.setitem(sys.modules, "helm_python", None)  # makes `import helm_python` fail
+    with pytest.raises(rc.ChartUnavailable, match="helm-python-sdk"):
+        rc.render_chart(tmp_path, {})
