@@ -83,9 +83,23 @@ def placement_problems(pod_or_template: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def nodeset_pod(nodeset: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod a NodeSet asks for: its template, with the slurmd container that the CRD keeps in ``spec.slurmd``
+    (the operator adds it to the pod) placed where a live pod has it."""
+    template = dict(_pod_template(nodeset))
+    spec = dict(template.get("spec") or {})
+    containers = list(spec.get("containers") or [])
+    slurmd = (nodeset.get("spec") or {}).get("slurmd")
+    if slurmd and not any(c.get("name") == "slurmd" for c in containers):
+        containers.append({"name": "slurmd", **slurmd})
+    spec["containers"] = containers
+    template["spec"] = spec
+    return template
+
+
 def nodeset_problems(nodeset: Mapping[str, Any], **expected: Any) -> list[str]:
-    template = _pod_template(nodeset)
-    return worker_template_problems(template, **expected) + placement_problems(template)
+    pod = nodeset_pod(nodeset)
+    return worker_template_problems(pod, **expected) + placement_problems(pod)
 
 
 def node_pool_problems(nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterable[str]) -> list[str]:

@@ -1,0 +1,80 @@
+"""The Kubernetes-side acceptance checks, run on objects rendered from the real Slinky chart.
+
+A correct rendering passes them; a rendering without the RuntimeClass, the toleration or the environment annotation
+fails them. This is what proves the T1/T2/T10 checks can fail, without a Kubernetes API on this machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_slurmflox.checks import nodeset_problems, placement_problems, worker_template_problems
+from pytest_slurmflox.revision import runtime_revision
+from pytest_slurmflox.settings import resolve
+
+pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
+from pytest_slurmflox.render import chart as rc
+from pytest_slurmflox.render import values as rv
+
+CHARTS_ROOT = Path(os.environ.get(rc.CHARTS_ENV) or Path(__file__).resolve().parents[2] / "shared/reference/slinky")
+CHARTS = rc.find_slurm_charts(CHARTS_ROOT) if CHARTS_ROOT.is_dir() else {}
+if not CHARTS:
+    pytest.skip(f"no Slinky slurm chart below {CHARTS_ROOT} (set {rc.CHARTS_ENV})", allow_module_level=True)
+
+
+@pytest.fixture(scope="module", params=sorted(CHARTS))
+def rendered(request):
+    settings = resolve(
+        env={"WORKER_FLOX_ENV": "myorg/hpc", "WORKER_FLOX_GENERATION": "17", "TEST_IDENTITY": "0"}
+    ).settings
+    values = rv.render_slurm_values(settings, chart_version=request.param)
+    objects = rc.render_chart(CHARTS[request.param], values)
+    nodesets = [o for o in objects if o["kind"] == "NodeSet"]
+    assert len(nodesets) == 1
+    return settings, nodesets[0]
+
+
+def _expected(settings):
+    return {
+        "environment": settings.worker_flox_ref,
+        "revision": runtime_revision(settings),
+        "image": settings.worker_image,
+        "activate_mode": settings.worker_flox_activate_mode,
+    }
+
+
+def test_correct_rendering_passes(rendered):
+    settings, nodeset = rendered
+    assert nodeset_problems(nodeset, **_expected(settings)) == []
+
+
+def test_missing_runtimeclass_fails(rendered):
+    settings, nodeset = rendered
+    broken = copy.deepcopy(nodeset)
+    del broken["spec"]["template"]["spec"]["runtimeClassName"]
+    problems = worker_template_problems(broken["spec"]["template"], **_expected(settings))
+    assert any("runtimeClassName" in p for p in problems)
+
+
+def test_missing_toleration_fails(rendered):
+    _, nodeset = rendered
+    broken = copy.deepcopy(nodeset)
+    broken["spec"]["template"]["spec"]["tolerations"] = []
+    assert any("toleration" in p for p in placement_problems(broken["spec"]["template"]))
+
+
+def test_missing_environment_annotation_fails(rendered):
+    settings, nodeset = rendered
+    broken = copy.deepcopy(nodeset)
+    del broken["spec"]["template"]["metadata"]["annotations"]["flox.dev/environment"]
+    assert any("flox.dev/environment" in p for p in nodeset_problems(broken, **_expected(settings)))
+
+
+def test_other_generation_fails(rendered):
+    settings, nodeset = rendered
+    expected = {**_expected(settings), "environment": "myorg/hpc:18"}
+    assert any("flox.dev/environment" in p for p in nodeset_problems(nodeset, **expected))
