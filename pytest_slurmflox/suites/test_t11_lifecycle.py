@@ -1,0 +1,188 @@
+"""T11R/T11U/T11C/T11F: the runtime lifecycle, exercised live. Destructive: they roll the worker cohort.
+
+They run only when named (``-m T11U``, ``--slurmflox-groups=T11U``) or with ``--slurmflox-destructive``, need
+administrative access and an owner of the workers, and put the original runtime back when they end.
+
+- T11R: a rerun with an unchanged revision touches nothing; a partition left DOWN by an interrupted cycle is
+  recovered to a validated, open cohort.
+- T11U: a live runtime update moves the whole cohort behind the maintenance barrier: a job queued before it stays
+  pending and then runs on a worker of the new revision, and a watcher sampling every 100 ms never sees the
+  partition UP while workers disagree.
+- T11C: a CPU-capacity revision: nodes advertise the new CPU count and no stale node record remains.
+- T11F: a revision whose environment cannot be realized leaves the partition DOWN; going back restores service.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import pytest
+
+from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
+
+from ._support import read_profiles, require, requirement
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.destructive]
+
+
+@pytest.fixture
+def lifecycle(target, expect):
+    """A reconciler for the target, and a guarantee that the original runtime is back afterwards."""
+    require(target, "admin")
+    require(target, "worker-pool")
+    log: list[str] = []
+    rec = Reconciler(slurm=target.slurm, pool=target.pool, login=target.login, say=log.append, timeout=300)
+    yield rec, log
+    original = expect.settings
+    try:
+        rec.reconcile(original)
+    finally:
+        state = target.slurm.partition_state().state
+        assert state == "UP", f"restoring the original runtime left the partition {state}; log: {log}"
+
+
+def _changed(settings, **changes):
+    return dataclasses.replace(settings, **changes)
+
+
+class Watcher(threading.Thread):
+    """Samples partition state and worker revisions every 100 ms on its own connection."""
+
+    def __init__(self, target) -> None:
+        super().__init__(daemon=True)
+        runner = target.admin
+        self.runner = dataclasses.replace(runner, observer=None) if dataclasses.is_dataclass(runner) else runner
+        self.pool = target.pool
+        self.partition = target.spec.partition
+        self.samples: list[tuple[float, str, tuple[str, ...]]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            res = self.runner.run(f"scontrol -o show partition {self.partition}", timeout=10)
+            state = next((t.split("=", 1)[1] for t in res.stdout.split() if t.startswith("State=")), "?")
+            revisions = tuple(sorted({w.revision or "-" for w in self.pool.workers()}))
+            self.samples.append((time.monotonic(), state, revisions))
+            self.stop.wait(0.1)
+
+    def violations(self) -> list[tuple[float, str, tuple[str, ...]]]:
+        return [s for s in self.samples if s[1] == "UP" and len(s[2]) != 1]
+
+
+@pytest.mark.T11R
+def test_rerun_with_unchanged_revision_touches_nothing(lifecycle, target, expect):
+    rec, log = lifecycle
+    before = {n.name: n.raw.get("SlurmdStartTime") for n in target.slurm.nodes()}
+    outcome = rec.reconcile(expect.settings)
+    after = {n.name: n.raw.get("SlurmdStartTime") for n in target.slurm.nodes()}
+    requirement(outcome.path == "fast-path" and outcome.steps == [], "an unchanged revision takes the fast path", log)
+    requirement(before == after, "no worker was restarted", f"before {before}\nafter {after}")
+
+
+@pytest.mark.T11R
+def test_incomplete_maintenance_is_recovered(lifecycle, target, expect, workers):
+    rec, log = lifecycle
+    target.slurm.set_partition("DOWN")
+    target.slurm.drain(workers, reason="simulated interrupted maintenance")
+    outcome = rec.reconcile(expect.settings)
+    requirement(outcome.path == "recovery", "a DOWN partition at the same revision is a recovery", log)
+    requirement(target.slurm.partition_state().state == "UP", "recovery reopens the partition", log)
+    states = {n.name: n.state for n in target.slurm.nodes() if n.name in workers}
+    requirement(all(n.usable for n in target.slurm.nodes() if n.name in workers), "every worker is usable", states)
+
+
+@pytest.mark.T11U
+def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, workers):
+    rec, log = lifecycle
+    new_policy = "append" if expect.settings.worker_path_precedence == "prepend" else "prepend"
+    new = _changed(expect.settings, worker_path_precedence=new_policy)
+    blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", suffix="running")
+    submit.slurm.wait([blocker], until=frozenset({"RUNNING"}), timeout=60)
+    watcher = Watcher(target)
+    watcher.start()
+    try:
+        queued = submit.sbatch(
+            "#!/bin/bash\ncat /run/flox-task-profile/current/path-precedence /run/flox-task-profile/current/revision\n",
+            f"-N{len(workers)}",  # needs the whole cohort: it cannot start while the blocker holds a worker
+            suffix="queued",
+        )
+        pending = submit.slurm.jobs([queued])[queued]
+        requirement(pending.state == "PENDING", "the job is queued when the update begins", str(pending))
+        outcome = rec.reconcile(new)
+    finally:
+        watcher.stop.set()
+        watcher.join(timeout=10)
+    requirement(outcome.path == "update", "a changed revision runs the maintenance barrier", log)
+    states = submit.wait(blocker, queued, timeout=120)
+    requirement(
+        states[blocker].state == "COMPLETED", "the job running before the barrier finished naturally", str(states)
+    )
+    requirement(
+        states[queued].state == "COMPLETED", "the job queued before the update ran after reopening", str(states)
+    )
+    out = submit.output(queued).split()
+    requirement(out == [new_policy, outcome.revision], "it ran on a worker of the new revision", out, log)
+    requirement(len(watcher.samples) > 20, "the watcher sampled throughout", f"{len(watcher.samples)} samples")
+    requirement(
+        not watcher.violations(),
+        "the partition was never UP while workers disagreed",
+        *map(str, watcher.violations()[:5]),
+    )
+    down_seen = [s for s in watcher.samples if s[1] != "UP"]
+    requirement(bool(down_seen), "the watcher saw the partition closed during the barrier", str(watcher.samples[:3]))
+
+
+@pytest.mark.T11C
+def test_cpu_revision_readvertises_capacity_without_stale_records(lifecycle, target, expect, workers, submit):
+    rec, log = lifecycle
+    cpus = expect.settings.worker_cpus
+    new_cpus = cpus - 1 if cpus > 1 else cpus + 1
+    outcome = rec.reconcile(_changed(expect.settings, worker_cpus=new_cpus))
+    nodes = {n.name: n for n in target.slurm.nodes()}
+    requirement(
+        all(nodes[w].cpus == new_cpus for w in workers if w in nodes) and set(workers) <= set(nodes),
+        f"every worker advertises CPUs={new_cpus}",
+        {k: (v.cpus, v.state) for k, v in nodes.items()},
+        log,
+    )
+    stale = [n for n in nodes.values() if "INVALID" in n.state or "differ" in n.reason.lower()]
+    requirement(not stale, "no stale node record remains", *map(str, stale))
+    res = submit.srun(f"-N1 -n1 -c{new_cpus}", "bash -c 'echo $SLURM_CPUS_ON_NODE'")
+    requirement(
+        res.ok and res.stdout.strip() == str(new_cpus),
+        "a job gets the new capacity",
+        res,
+        f"repaired records: {outcome.repaired}",
+    )
+
+
+@pytest.mark.T11F
+def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, target, expect, submit, workers):
+    rec, log = lifecycle
+    broken_env = "local/broken" if target.spec.substrate == "local" else "slurmflox-invalid/does-not-exist"
+    broken = _changed(expect.settings, worker_flox_env=broken_env, worker_flox_generation=1)
+    rec.timeout = 60
+    with pytest.raises(ReconcileError) as failure:
+        rec.reconcile(broken)
+    state = target.slurm.partition_state().state
+    requirement(
+        state == "DOWN",
+        f"after the failed update ({failure.value.step}) the partition stays DOWN",
+        str(failure.value),
+        log,
+    )
+    rec.timeout = 300
+    outcome = rec.reconcile(expect.settings)
+    requirement(
+        outcome.revision == expect.revision and target.slurm.partition_state().state == "UP",
+        "an update back to the good revision restores service",
+        log,
+    )
+    profiles, res = read_profiles(submit, workers)
+    requirement(
+        all(f.get("revision") == [expect.revision] for f in profiles.values()),
+        "every worker runs the good revision again",
+        res,
+    )
