@@ -7,8 +7,6 @@ fails them. This is what proves the T1/T2/T10 checks can fail, without a Kuberne
 from __future__ import annotations
 
 import copy
-import os
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +18,7 @@ pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: can
 from pytest_slurmflox.render import chart as rc
 from pytest_slurmflox.render import values as rv
 
-CHARTS_ROOT = Path(os.environ.get(rc.CHARTS_ENV) or Path(__file__).resolve().parents[2] / "shared/reference/slinky")
+CHARTS_ROOT = rc.default_charts_root()
 CHARTS = rc.find_slurm_charts(CHARTS_ROOT) if CHARTS_ROOT.is_dir() else {}
 if not CHARTS:
     pytest.skip(f"no Slinky slurm chart below {CHARTS_ROOT} (set {rc.CHARTS_ENV})", allow_module_level=True)

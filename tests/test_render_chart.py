@@ -23,7 +23,7 @@ from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA, Settings, resolve
 pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
 
-CHARTS_ROOT = Path(os.environ.get(rc.CHARTS_ENV, "/work/shared/reference/slinky"))
+CHARTS_ROOT = rc.default_charts_root()
 CHARTS = rc.find_slurm_charts(CHARTS_ROOT)
 CRD_DIR = CHARTS_ROOT / "config" / "crd" / "bases"
 if not CHARTS:

@@ -19,6 +19,14 @@ import yaml
 CHARTS_ENV = "SLURMFLOX_SLINKY_CHARTS"
 
 
+def default_charts_root() -> Path:
+    """$SLURMFLOX_SLINKY_CHARTS, else the shared reference copy beside the checkout (``../shared/reference/slinky``)."""
+    configured = os.environ.get(CHARTS_ENV)
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[3] / "shared" / "reference" / "slinky"
+
+
 class ChartUnavailable(RuntimeError):
     """Rendering is impossible here: helm-python-sdk is missing or the chart directory does not exist."""
 
