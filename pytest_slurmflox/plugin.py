@@ -449,9 +449,15 @@ def item_group(item: pytest.Item) -> str | None:
     return None
 
 
+def _mark_tokens(config: pytest.Config) -> set[str]:
+    expr = config.option.markexpr or ""
+    return set(expr.replace("(", " ").replace(")", " ").split())
+
+
 def _acceptance_requested(config: pytest.Config) -> bool:
+    """Asked for by marker (``-m acceptance``, ``-m T3``), by group list, or by naming a target to test."""
     return bool(
-        config.option.markexpr
+        _mark_tokens(config) & ({"acceptance"} | set(GROUPS))
         or get_option(config, "slurmflox_groups")
         or get_option(config, "slurmflox_target")
         or get_option(config, "slurmflox_up")
@@ -469,9 +475,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             raise pytest.UsageError(
                 f"--slurmflox-groups: unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}"
             )
-    markexpr = config.option.markexpr or ""
     allow_destructive = bool(get_option(config, "slurmflox_destructive"))
-    named = {g for g in DESTRUCTIVE_GROUPS if g in markexpr.replace("(", " ").replace(")", " ").split()}
+    named = DESTRUCTIVE_GROUPS & _mark_tokens(config)
     named |= (wanted or set()) & DESTRUCTIVE_GROUPS
     if named and state.substrate == "existing" and not allow_destructive:
         raise pytest.UsageError(

@@ -83,6 +83,7 @@ def test_acceptance_checks_are_deselected_unless_asked_and_destructive_unless_na
     )
     r = pytester.runpytest()
     r.assert_outcomes(deselected=2)
+    pytester.runpytest("-m", "not integration and not kvm").assert_outcomes(deselected=2)
     r.stdout.fnmatch_lines(["*2 acceptance check(s) deselected: acceptance not requested*"])
     pytester.runpytest("-m", "acceptance").assert_outcomes(passed=1, deselected=1)
     pytester.runpytest("-m", "T11U").assert_outcomes(passed=1, deselected=1)
