@@ -482,12 +482,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         raise pytest.UsageError(
             f"destructive group(s) {', '.join(sorted(named))} against an existing cluster need --slurmflox-destructive"
         )
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     reasons: dict[str, int] = {}
     requested = _acceptance_requested(config)
+    operating = bool(get_option(config, "slurmflox_up") or get_option(config, "slurmflox_target"))
     for item in items:
         if item.get_closest_marker("acceptance") is None:
-            keep.append(item)
+            if operating:  # a run against a target runs acceptance checks only, never the project's own tests
+                drop.append(item)
+                reasons["not an acceptance check (a target run)"] = (
+                    reasons.get("not an acceptance check (a target run)", 0) + 1
+                )
+            else:
+                keep.append(item)
             continue
         group = item_group(item)
         reason = None
@@ -506,6 +514,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
     state.deselected = reasons
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """``--slurmflox-up`` with nothing selected is a provisioning run: success, not "no tests ran"."""
+    provisioned = get_option(session.config, "slurmflox_up") and session_state(session.config).target_path
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
+        session.exitstatus = pytest.ExitCode.OK
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
