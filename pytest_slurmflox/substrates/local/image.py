@@ -61,6 +61,7 @@ BUILDER_PACKAGES = (
     "build-essential",
     "dpkg-dev",
     "libslurm-dev",
+    "libmunge-dev",
     "libopenmpi-dev",
     "openmpi-bin",
     "pkg-config",
@@ -109,7 +110,7 @@ echo "I: configuring slurm-wlm (for config.h only)"
 ./configure --prefix=/usr --sysconfdir=/etc/slurm --libdir=/usr/lib/x86_64-linux-gnu \
   --localstatedir=/var >/build/configure.log 2>&1 || { tail -n 40 /build/configure.log; exit 1; }
 echo "I: compiling libnss_slurm against the packaged libslurm"
-gcc -shared -fPIC -O2 -Wall -I. -Islurm -Isrc/common \
+gcc -shared -fPIC -O2 -I. -Islurm -Isrc/common \
   -o /build/out/libnss_slurm.so.2 contribs/nss_slurm/libnss_slurm.c \
   -Wl,-soname,libnss_slurm.so.2 -Wl,--no-undefined -lslurm
 echo "I: compiling mpi-hello"

@@ -14,6 +14,7 @@ revision, like pod annotations).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -199,10 +200,8 @@ class Node:
         was_running = proc.proven(rec)
         if was_running and rec is not None:
             for kid in proc.children(rec.pid):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(kid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
             if not proc.wait_gone(rec.pid, timeout):
                 proc.signal_proven(rec, signal.SIGKILL)
                 proc.wait_gone(rec.pid, 5.0)

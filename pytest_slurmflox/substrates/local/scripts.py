@@ -45,6 +45,8 @@ ln -s /proc/self/fd/0 "$M/dev/stdin"
 ln -s /proc/self/fd/1 "$M/dev/stdout"
 ln -s /proc/self/fd/2 "$M/dev/stderr"
 bind_ro() { mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; }
+mkdir -p "$M/home" "$M/etc/slurm" "$M/opt/slurmflox" "$M/flox/store"
+[ -e "$M/etc/hosts" ] || : > "$M/etc/hosts"
 mount --bind "$HOME_DIR" "$M/home"
 bind_ro "$CONF_DIR" "$M/etc/slurm"
 bind_ro "$HOSTS_FILE" "$M/etc/hosts"
@@ -53,7 +55,7 @@ bind_ro "$STORE_DIR" "$M/flox/store"
 mkdir -p "$M/run/slurmflox/ctl"
 mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
 install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
-install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"
+if [ "$AUTH" = munge ]; then install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"; fi
 if [ "$NODE_ROLE" = login ]; then
     install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
     install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
@@ -88,22 +90,31 @@ stop_all() {
 }
 trap stop_all TERM INT
 
-mkdir -p /var/log/slurm /run/munge /var/lib/munge /var/log/munge
-install -o munge -g munge -m 0400 /run/slurmflox/munge.key /etc/munge/munge.key
-chown munge:munge /run/munge /var/lib/munge /var/log/munge
-chmod 0755 /run/munge
-setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground --num-threads=2 \
-    >>/var/log/munge/munged.out 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.05; done
-[ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
+mkdir -p /var/log/slurm /run/slurm
+if [ "$AUTH" = munge ]; then
+    mkdir -p /run/munge /var/lib/munge /var/log/munge
+    install -o munge -g munge -m 0400 /run/slurmflox/munge.key /etc/munge/munge.key
+    chown munge:munge /run/munge /var/lib/munge /var/log/munge
+    chmod 0755 /run/munge
+    setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground --num-threads=2 \
+        >>/var/log/munge/munged.out 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.05; done
+    [ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
+fi
 
 case "$NODE_ROLE" in
 ctl)
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
     phase starting slurmctld
+    if [ "$AUTH" = slurm ]; then
+        # slurmctld runs as SlurmUser: give it its own readable copy of the root-only shared key
+        install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmflox/slurmctld.key
+        export SLURM_SACK_KEY=/run/slurmflox/slurmctld.key
+    fi
     /usr/sbin/slurmctld -D >>/var/log/slurm/slurmctld.out 2>&1 &
+    unset SLURM_SACK_KEY
     pids+=($!)
     ;;
 worker)
@@ -140,6 +151,15 @@ login)
     mkdir -p /etc/ssh/authorized_keys /run/sshd
     install -m 0644 /run/slurmflox/authorized_keys /etc/ssh/authorized_keys/root
     install -m 0644 /run/slurmflox/authorized_keys "/etc/ssh/authorized_keys/$TEST_USER"
+    if [ "$AUTH" = slurm ]; then
+        # sackd mints auth/slurm tokens for the login node's users (who cannot read the key) and vouches for
+        # their identity (AuthInfo=use_client_ids): the controller and workers need no account for them.
+        phase starting sackd
+        /usr/sbin/sackd -D >>/var/log/slurm/sackd.out 2>&1 &
+        pids+=($!)
+        for _ in $(seq 100); do [ -S /run/slurm/sack.socket ] && break; sleep 0.05; done
+        [ -S /run/slurm/sack.socket ] || fail "sackd did not start (see /var/log/slurm/sackd.out)"
+    fi
     phase starting sshd
     /usr/sbin/sshd -D -e -f /opt/slurmflox/sshd_config >>/var/log/sshd.out 2>&1 &
     pids+=($!)

@@ -27,7 +27,9 @@ class ClusterConf:
     controller: str
     controller_addr: str
     partition: str = "all"
-    auth: str = "munge"  #: "munge" or "slurm" (auth/slurm with sackd on the login node)
+    #: "slurm": auth/slurm with sackd on the login node and AuthInfo=use_client_ids, so the identity the login
+    #: node resolves travels with the request (Slinky's model). "munge" needs the user on the controller too.
+    auth: str = "slurm"
     max_nodes: int = 128
     slurmd_timeout: int = 30
 

@@ -50,6 +50,8 @@ PROVISION = Path(__file__).resolve().parents[2] / "provision"
 CLUSTER_NAME = "slurmflox"
 CTL, LOGIN = "ctl", "login"
 NODE_IMAGE_PATH = "/flox/store"
+#: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
+AUTH = "slurm"
 
 
 def cluster_prefix(workdir: Path) -> str:
@@ -139,6 +141,7 @@ class LocalSubstrate:
             "SCRIPTS_DIR": str(self.local / "scripts"),
             "STORE_DIR": str(self.store),
             "MUNGE_KEY": str(self.workdir.munge_key),
+            "AUTH": AUTH,
         }
 
     def _write_files(self, img: image.NodeImage, extra_hosts: dict[str, str]) -> str:
@@ -154,7 +157,7 @@ class LocalSubstrate:
         }
         for name, text in files.items():
             _write_if_changed(scripts_dir / name, text, 0o755)
-        conf = slurmconf.ClusterConf(CLUSTER_NAME, CTL, address_for(2))
+        conf = slurmconf.ClusterConf(CLUSTER_NAME, CTL, address_for(2), auth=AUTH)
         slurm_conf = slurmconf.render_slurm_conf(conf)
         cgroup_conf = slurmconf.render_cgroup_conf()
         prolog = (PROVISION / "task-prolog.sh").read_text()
@@ -202,7 +205,10 @@ class LocalSubstrate:
         t_img = time.monotonic()
         s = self.settings
         self.local.mkdir(parents=True, exist_ok=True)
-        keys.ensure_munge_key(self.workdir.munge_key)
+        if AUTH == "munge":
+            keys.ensure_munge_key(self.workdir.munge_key)
+        else:  # the auth/slurm shared key, root-only, inside the config dir the nodes mount at /etc/slurm
+            keys.ensure_munge_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
             self.local / "login" / "ssh_host_ed25519_key",
@@ -215,6 +221,7 @@ class LocalSubstrate:
         files_hash = self._write_files(img, {n: v["address"] for n, v in isolated.items()})
         common = self._common_boot(img)
         revision = self.revision_for(s)
+        self.store.mkdir(parents=True, exist_ok=True)
         self.fabric.ensure_fabric()
 
         # controller first: workers register with it
