@@ -223,6 +223,7 @@ def _workdir(config: pytest.Config) -> Workdir:
     return Workdir(path.resolve())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-html/junitxml read their output paths (report.configure)
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
@@ -237,6 +238,9 @@ def pytest_configure(config: pytest.Config) -> None:
         state.target_path = Path(workerinput["slurmflox_target"])
         state.target_source = workerinput.get("slurmflox_target_source", "controller")
     config.stash[STATE] = state
+    from .report import configure as configure_reports
+
+    configure_reports(config)
 
 
 def pytest_configure_node(node: Any) -> None:
