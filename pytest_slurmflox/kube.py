@@ -1,0 +1,215 @@
+"""KubeClient: the few Kubernetes reads the suites and the qemu substrate need, as plain dicts.
+
+Why plain dicts in Kubernetes JSON shape (``metadata.name``, ``spec.runtimeClassName``, ...): a suite's
+assertion then reads exactly like the ``kubectl get -o json`` output an operator would check, evidence can be
+dumped as JSON unchanged, and nothing outside this module depends on the ``kubernetes`` package's model
+classes. Everything is read-only except :meth:`KubeClient.exec`, which runs a command in a pod's container and
+returns a :class:`~pytest_slurmflox.run.Result` like every other runner.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .run import Observer, Result
+
+SLINKY_GROUP = "slinky.slurm.net"
+SLINKY_VERSION = "v1beta1"
+
+
+class KubeError(RuntimeError):
+    """The Kubernetes API could not be used (no kubeconfig, unreachable, forbidden). The message says which."""
+
+
+def _plain(obj: Any) -> Any:
+    """A kubernetes model object (or list) in Kubernetes JSON shape: camelCase keys, no None members."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(obj)
+
+
+class KubeClient:
+    """Reads of one cluster, scoped to ``namespace`` unless a method says otherwise.
+
+    ``kubeconfig`` None means the usual discovery (``$KUBECONFIG``, ``~/.kube/config``, then in-cluster).
+    """
+
+    def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str) -> None:
+        from kubernetes import client, config
+
+        self.kubeconfig, self.context, self.namespace = kubeconfig, context, namespace
+        api_client = client.ApiClient(configuration=client.Configuration())
+        try:
+            if kubeconfig is not None:
+                if not Path(kubeconfig).is_file():
+                    raise KubeError(f"kubeconfig {kubeconfig} does not exist")
+                api_client = config.new_client_from_config(config_file=str(kubeconfig), context=context)
+            else:
+                try:
+                    api_client = config.new_client_from_config(context=context)
+                except config.ConfigException:
+                    config.load_incluster_config()
+                    api_client = client.ApiClient()
+        except config.ConfigException as exc:
+            raise KubeError(f"no usable kubeconfig ({exc})") from None
+        self._api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.node_api = client.NodeV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+
+    # ------------------------------------------------------------------------------------ reachability
+    def reachable(self, timeout: float = 5.0) -> bool:
+        """True if the API server answers ``/version`` (any HTTP answer from the server counts as no)."""
+        from kubernetes import client
+
+        try:
+            client.VersionApi(self._api).get_code(_request_timeout=timeout)
+            return True
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------------------------ core reads
+    def nodes(self) -> list[dict]:
+        return _plain(self.core.list_node().items)
+
+    def pods(self, label_selector: str | None = None) -> list[dict]:
+        """Pods in this client's namespace, optionally filtered by a label selector (``a=b,c``)."""
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return _plain(self.core.list_namespaced_pod(self.namespace, **kwargs).items)
+
+    def pods_all_namespaces(self) -> list[dict]:
+        return _plain(self.core.list_pod_for_all_namespaces().items)
+
+    def jobs_all_namespaces(self) -> list[dict]:
+        """Kubernetes batch Jobs everywhere (the architecture promises Slurm jobs never become these)."""
+        return _plain(self.batch.list_job_for_all_namespaces().items)
+
+    def runtime_class(self, name: str) -> dict | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return _plain(self.node_api.read_runtime_class(name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # ------------------------------------------------------------------------------------ Slinky CRs
+    def _custom_list(self, plural: str) -> list[dict]:
+        doc = self.custom.list_namespaced_custom_object(SLINKY_GROUP, SLINKY_VERSION, self.namespace, plural)
+        return list(doc.get("items", []))
+
+    def nodesets(self) -> list[dict]:
+        """Slinky NodeSets in the namespace (already plain dicts from the API)."""
+        return self._custom_list("nodesets")
+
+    def nodeset(self, name: str) -> dict | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.custom.get_namespaced_custom_object(
+                SLINKY_GROUP, SLINKY_VERSION, self.namespace, "nodesets", name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def loginsets(self) -> list[dict]:
+        return self._custom_list("loginsets")
+
+    # ------------------------------------------------------------------------------------ exec
+    def exec(self, pod: str, container: str, command: str, *, timeout: float = 120.0) -> Result:
+        """Run ``command`` (bash -c) in a container of a pod in this namespace."""
+        return PodRunner(self, pod, container).run(command, timeout=timeout)
+
+
+@dataclass
+class PodRunner:
+    """A Runner into one container of one pod, through the API server's exec endpoint."""
+
+    kube: KubeClient
+    pod: str
+    container: str
+    observer: Observer | None = None
+    user: str = "root"
+    where: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.where:
+            self.where = f"pod/{self.pod}:{self.container}"
+
+    def run(self, command: str, *, input: str | None = None, timeout: float = 120.0, env: dict | None = None) -> Result:
+        import shlex
+
+        from kubernetes.stream import stream
+
+        line = command
+        if env:
+            line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        t0 = time.monotonic()
+        resp = stream(
+            self.kube.core.connect_get_namespaced_pod_exec,
+            self.pod,
+            self.kube.namespace,
+            container=self.container,
+            command=["bash", "-c", line],
+            stdin=input is not None,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
+        if input is not None:
+            resp.write_stdin(input)
+        out, err = [], []
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        while resp.is_open():
+            resp.update(timeout=1)
+            if resp.peek_stdout():
+                out.append(resp.read_stdout())
+            if resp.peek_stderr():
+                err.append(resp.read_stderr())
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+        resp.close()
+        rc = 124 if timed_out else _exit_code(resp)
+        if timed_out:
+            err.append(f"\n[timed out after {timeout}s]")
+        result = Result(command, self.where, self.user, rc, "".join(out), "".join(err), time.monotonic() - t0)
+        if self.observer is not None:
+            self.observer(result)
+        return result
+
+
+def _exit_code(resp: Any) -> int:
+    """The exit status of a finished exec stream (its error channel carries a Status document)."""
+    code = getattr(resp, "returncode", None)
+    if code is not None:
+        return int(code)
+    return exit_code_from_status(resp.read_channel(3) if hasattr(resp, "read_channel") else "")
+
+
+def exit_code_from_status(status: str) -> int:
+    """Exit status from the exec error channel's Status document (``Success`` -> 0, ``ExitCode`` cause -> N).
+
+    An empty channel means the stream closed without a Status: reported as 0 only because the API sends a
+    Status for every non-zero exit.
+    """
+    import yaml
+
+    if not status.strip():
+        return 0
+    doc = yaml.safe_load(status) or {}
+    if doc.get("status") == "Success":
+        return 0
+    for cause in (doc.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            return int(cause.get("message", 1))
+    return 1

@@ -1,0 +1,182 @@
+"""The Kubernetes-stage plan of the qemu substrate: every command and manifest it would apply (pure)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+
+from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.state import Workdir
+from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, kubeadm
+from pytest_slurmflox.substrates.qemu.pool import nodeset_revision, owned_by, worker_from_pod
+from pytest_slurmflox.substrates.qemu.provision import kubeconfig_for_host, target_document
+
+
+def settings(**raw: str):
+    return resolve(cli={k.upper(): v for k, v in raw.items()}).settings
+
+
+def commands(steps) -> list[str]:
+    return [s.command for s in steps if s.command]
+
+
+def test_kubeadm_config_pins_version_networks_and_loopback_san():
+    docs = list(yaml.safe_load_all(kubeadm.kubeadm_config(settings(kubernetes_version="1.36.3"))))
+    init, cluster, kubelet = docs
+    assert init["kind"] == "InitConfiguration" and init["localAPIEndpoint"]["advertiseAddress"] == "10.20.0.11"
+    assert {"name": "node-ip", "value": "10.20.0.11"} in init["nodeRegistration"]["kubeletExtraArgs"]
+    assert cluster["kubernetesVersion"] == "v1.36.3"
+    assert cluster["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
+    assert "127.0.0.1" in cluster["apiServer"]["certSANs"]
+    assert kubelet["cgroupDriver"] == "systemd"
+
+
+def test_every_node_is_prepared_with_the_pinned_packages_then_node1_inits():
+    steps = kubeadm.cluster_steps(settings(nodes="3", kubernetes_version="1.36.3"))
+    prep = [s for s in steps if s.script == "k8s-node-prep.sh"]
+    assert [s.node for s in prep] == [1, 2, 3]
+    assert prep[1].args == ("v1.36", "1.36.3", "10.20.0.12")
+    init = next(s for s in steps if s.script == "kubeadm-init.sh")
+    assert init.node == 1 and init.args == (kubeadm.KUBEADM_CONFIG_PATH,)
+    flannel = next(s for s in steps if s.script == "flannel.sh")
+    assert flannel.args == ("v0.28.9", "10.244.0.0/16", "fabric0")
+    assert steps.index(next(s for s in steps if s.put_path == kubeadm.KUBEADM_CONFIG_PATH)) < steps.index(init)
+
+
+def test_join_passes_the_printed_arguments_and_the_node_name():
+    line = "kubeadm join 10.20.0.11:6443 --token abc.def --discovery-token-ca-cert-hash sha256:00ff"
+    step = kubeadm.join_step(3, line)
+    assert step.script == "kubeadm-join.sh" and step.node == 3
+    assert step.args == (
+        "node3",
+        "10.20.0.11:6443",
+        "--token",
+        "abc.def",
+        "--discovery-token-ca-cert-hash",
+        "sha256:00ff",
+    )
+    with pytest.raises(ValueError, match="not a kubeadm join"):
+        kubeadm.join_step(2, "rm -rf /")
+
+
+def test_worker_label_and_taint_on_nodes_2_to_n_never_node1():
+    steps = kubeadm.node_role_steps(settings(nodes="4"))
+    reserve = [c for c in commands(steps) if "--overwrite" in c and "taint" in c]
+    assert len(reserve) == 3
+    for n, command in zip((2, 3, 4), reserve, strict=True):
+        words = shlex.split(command.replace("&&", ";"))
+        assert f"node{n}" in words
+        assert "slinky.local/native-worker=true" in words and "flox.dev/enabled=true" in words
+        assert "slinky.local/native-worker=true:NoSchedule" in words
+    node1 = commands(steps)[-1]
+    assert "node1" in node1 and "slinky.local/native-worker-" in node1 and "flox.dev/enabled-" in node1
+    assert not any("node1" in c and "=true" in c for c in commands(steps))
+
+
+def test_runtime_class_selects_flox_nodes():
+    doc = yaml.safe_load(addons.runtime_class_manifest())
+    assert doc == {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "flox"},
+        "handler": "flox",
+        "scheduling": {"nodeSelector": {"flox.dev/enabled": "true"}},
+    }
+
+
+def test_flox_runtime_goes_on_workers_only_and_runtimeclass_after():
+    steps = addons.flox_runtime_steps(settings(nodes="3", flox_version="1.15.0"))
+    shim = [s for s in steps if s.script == "flox-runtime.sh"]
+    assert [s.node for s in shim] == [2, 3]
+    assert shim[0].args == (
+        addons.flox_rpm_url("1.15.0"),
+        "flox/containerd-shim-flox-installer",
+        "flox",
+        addons.SHIM_PATH,
+    )
+    assert "flox-1.15.0" in shim[0].args[0]
+    assert steps[-1].command and "runtimeclass-flox.yaml" in steps[-1].command
+
+
+def test_prewarm_only_when_the_environment_was_explicit_and_never_aborts():
+    s = settings(nodes="3", worker_flox_env="myorg/hpc", worker_flox_generation="17")
+    assert addons.prewarm_steps(s, frozenset()) == []
+    steps = addons.prewarm_steps(s, frozenset({"WORKER_FLOX_ENV"}))
+    assert [(st.node, st.script, st.args, st.soft) for st in steps] == [
+        (2, "flox-prewarm.sh", ("myorg/hpc", "17"), True),
+        (3, "flox-prewarm.sh", ("myorg/hpc", "17"), True),
+    ]
+
+
+def test_addon_versions_are_pinned():
+    s = settings(cert_manager_version="v1.19.2", local_path_version="v0.0.31", slinky_version="1.2.2")
+    text = " ".join(commands(addons.storage_and_certs_steps(s)) + commands(addons.slinky_operator_steps(s)))
+    assert "cert-manager/releases/download/v1.19.2/cert-manager.yaml" in text
+    assert "local-path-provisioner/v0.0.31/deploy/local-path-storage.yaml" in text
+    assert "slurm-operator-crds --version 1.2.2" in text and "slurm-operator --version 1.2.2" in text
+    chart = addons.slurm_chart_command(s)
+    assert "upgrade --install slurm oci://ghcr.io/slinkyproject/charts/slurm --version 1.2.2" in chart
+    assert f"-f {addons.VALUES_PATH}" in chart and "--namespace slurm" in chart
+
+
+def test_test_identity_home_is_owned_by_the_test_user():
+    [step] = addons.identity_home_step(settings(test_uid="4001", test_gid="4001"))
+    assert step.command == "install -d -m 0750 -o 4001 -g 4001 /home/slurmtest"
+    assert addons.identity_home_step(settings(test_identity="0")) == []
+
+
+def test_login_image_files_are_split_by_marker():
+    files = addons.split_login_files(
+        "=== passwd\nroot:x:0:0::/root:/bin/bash\n=== group\nroot:x:0:\n=== shadow\nroot:*:1::::::\n"
+    )
+    assert files == {"passwd": "root:x:0:0::/root:/bin/bash\n", "group": "root:x:0:\n", "shadow": "root:*:1::::::\n"}
+    with pytest.raises(ValueError, match="shadow"):
+        addons.split_login_files("=== passwd\n=== group\n")
+
+
+def test_kubeconfig_points_at_the_loopback_forward():
+    conf = "clusters:\n- cluster:\n    server: https://10.20.0.11:6443\n  name: kubernetes\n"
+    assert "server: https://127.0.0.1:6444\n" in kubeconfig_for_host(conf, 6444)
+
+
+def test_target_document_names_the_login_and_the_nodeset(tmp_path):
+    sub = QemuSubstrate(settings(login_ssh_port="2222"), Workdir(tmp_path), print)
+    doc = target_document(sub)
+    assert doc["substrate"] == "qemu" and doc["login"]["port"] == 2222 and doc["login"]["user"] == "slurmtest"
+    assert doc["kubernetes"]["kubeconfig"] == str(tmp_path / "k8s" / "kubeconfig")
+    assert doc["identity"]["supp_gid"] == 4002
+
+
+def test_nodeset_pool_reads_revision_and_workers_from_kubernetes_json():
+    rev = "sha256:" + "ab" * 32
+    nodeset = {
+        "metadata": {"name": "slurm-worker-compute"},
+        "spec": {"replicas": 2, "template": {"metadata": {"annotations": {"slinky.local/runtime-revision": rev}}}},
+    }
+    assert nodeset_revision(nodeset) == rev and nodeset_revision(None) is None
+    pod = {
+        "metadata": {
+            "name": "slurm-worker-compute-0",
+            "annotations": {"slinky.local/runtime-revision": rev, "flox.dev/environment": "flox/echoip:2"},
+            "ownerReferences": [{"kind": "NodeSet", "name": "slurm-worker-compute"}],
+        },
+        "spec": {
+            "hostname": "compute-0",
+            "nodeName": "node2",
+            "runtimeClassName": "flox",
+            "containers": [{"name": "slurmd", "image": "img@sha256:" + "0" * 64}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    info = worker_from_pod(pod)
+    assert (info.name, info.ready, info.revision, info.environment, info.runtime_class, info.host) == (
+        "compute-0",
+        True,
+        rev,
+        "flox/echoip:2",
+        "flox",
+        "node2",
+    )
+    assert owned_by(pod, "NodeSet", "slurm-worker-compute") and not owned_by(pod, "NodeSet", "other")
