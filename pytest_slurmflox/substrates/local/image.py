@@ -116,6 +116,10 @@ gcc -shared -fPIC -O2 -I. -Islurm -Isrc/common \
 echo "I: compiling mpi-hello"
 mpicc -O2 -o /build/out/mpi-hello /build/mpi-hello.c
 dpkg-query -W -f='${Version}' libslurm-dev > /build/out/slurm-version
+# libnss_slurm links libslurm.so.N: the node image needs that runtime package (its name changes per release).
+dpkg-query -W -f='${Depends}\n' libslurm-dev | tr ',' '\n' | grep -o 'libslurm[0-9][a-z0-9]*' | head -n 1 \
+  > /build/out/libslurm-package
+test -s /build/out/libslurm-package
 """
 
 #: Runs on the host with the finished node rootfs as $1 (mmdebstrap customize hook, mode root).
@@ -299,7 +303,7 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
     progress("image: stage 1/2: builder chroot (libnss_slurm from Debian's slurm-wlm source, mpi-hello)")
     _mmdebstrap(argv, work / "builder.log", progress, "builder")
     _remove_tree(chroot_dir)
-    for name in ("libnss_slurm.so.2", "mpi-hello", "slurm-version"):
+    for name in ("libnss_slurm.so.2", "mpi-hello", "slurm-version", "libslurm-package"):
         if not (out / name).is_file():
             raise SubstrateUnavailable(f"image: the builder produced no {name}; see {work}/builder.log")
     return out
@@ -309,9 +313,10 @@ def _build_node_archive(
     suite: str, mirror: str, artifacts: Path, archive: Path, work: Path, progress: Progress
 ) -> None:
     (work / "customize.sh").write_text(NODE_CUSTOMIZE)
+    libslurm = (artifacts / "libslurm-package").read_text().strip()
     argv = [
         *_common_args(suite),
-        "--include=" + ",".join(NODE_PACKAGES),
+        "--include=" + ",".join((*NODE_PACKAGES, libslurm)),
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),

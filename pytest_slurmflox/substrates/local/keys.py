@@ -1,4 +1,4 @@
-"""Cluster credentials: the operator SSH key pair, the login host key, the shared munge key.
+"""Cluster credentials: the operator SSH key pair, the login host key, the shared auth key.
 
 Generated in-process (cryptography, already a paramiko dependency) so the substrate needs no ssh-keygen, and
 written 0600 from creation on (state.write_secret). Existing keys are reused: a rerun never rotates them, so
@@ -31,8 +31,8 @@ def ensure_ed25519(private: Path, public: Path, comment: str) -> str:
     return line
 
 
-def ensure_munge_key(path: Path) -> None:
-    """1024 random bytes, 0600 (munged needs at least 32)."""
+def ensure_shared_key(path: Path) -> None:
+    """A shared cluster secret: 1024 random bytes, 0600 (munge.key or the auth/slurm slurm.key)."""
     if path.is_file() and path.stat().st_size >= 32:
         return
     write_secret(path, os.urandom(1024))

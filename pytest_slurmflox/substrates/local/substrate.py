@@ -206,9 +206,9 @@ class LocalSubstrate:
         s = self.settings
         self.local.mkdir(parents=True, exist_ok=True)
         if AUTH == "munge":
-            keys.ensure_munge_key(self.workdir.munge_key)
+            keys.ensure_shared_key(self.workdir.munge_key)
         else:  # the auth/slurm shared key, root-only, inside the config dir the nodes mount at /etc/slurm
-            keys.ensure_munge_key(self.local / "conf" / "slurm.key")
+            keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
             self.local / "login" / "ssh_host_ed25519_key",

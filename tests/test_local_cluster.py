@@ -1,0 +1,289 @@
+"""Integration: a real local cluster (Debian's Slurm 24.11 in namespaces), exercised as the test user over SSH.
+
+One module-scoped cluster in a temp work dir with its own namespace prefix and a free loopback port, so it can
+never collide with a developer's cluster. Tests run in file order; the last one destroys the cluster and checks
+that nothing of it remains.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_slurmflox.run import SSHRunner
+from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.state import Workdir
+from pytest_slurmflox.substrates import SubstrateUnavailable
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _progress(line: str) -> None:
+    print(f"[local] {line}", flush=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
+    from pytest_slurmflox.substrates.local import LocalSubstrate, apt
+
+    try:
+        apt.require_root_debian()
+    except SubstrateUnavailable as exc:
+        pytest.skip(str(exc))
+    workdir = tmp_path_factory.mktemp("local-cluster")
+    settings = resolve(cli={"WORKDIR": str(workdir), "LOGIN_SSH_PORT": str(_free_port())}, substrate="local").settings
+    sub = LocalSubstrate(settings, Workdir(workdir), _progress)
+    t0 = time.monotonic()
+    sub.ensure_image()  # the first build takes minutes; not part of the up-time measurement
+    _progress(f"image ready in {time.monotonic() - t0:.1f}s: {sub.image_ref()}")
+    t1 = time.monotonic()
+    target = sub.up()
+    elapsed = time.monotonic() - t1
+    _progress(f"MEASURED up-to-all-nodes-idle with the image cached: {elapsed:.2f}s")
+    info = {"sub": sub, "target": target, "up_seconds": elapsed, "workdir": workdir}
+    try:
+        yield info
+    finally:
+        if not info.get("destroyed"):
+            sub.destroy()
+
+
+@pytest.fixture(scope="module")
+def login(cluster):
+    t = cluster["target"]["login"]
+    runner = SSHRunner("127.0.0.1", t["port"], t["user"], Path(t["key"]), Path(t["known_hosts"]))
+    yield runner
+    runner.close()
+
+
+def _ok(result):
+    assert result.ok, result.describe()
+    return result
+
+
+def test_up_is_fast_with_cached_image(cluster):
+    print(f"up-to-all-nodes-idle: {cluster['up_seconds']:.2f}s (goal < 15 s)")
+    assert cluster["up_seconds"] < 60
+
+
+def test_target_file_describes_the_cluster(cluster):
+    sub = cluster["sub"]
+    doc = yaml.safe_load((cluster["workdir"] / "target.yaml").read_text())
+    assert doc == cluster["target"]
+    assert doc["substrate"] == "local" and doc["kubernetes"] is None
+    assert doc["slurm"] == {"partition": "all", "version": "24.11.5"} or doc["slurm"]["version"].startswith("24.11")
+    assert re.fullmatch(r"slurmflox-node:trixie@sha256:[0-9a-f]{64}", doc["expect"]["image"])
+    assert doc["expect"]["revision"] == sub.revision_for(sub.settings)
+    assert doc["expect"]["settings"]["WORKER_FLOX_ENV"] == "local/demo"
+    assert doc["identity"]["user"] == sub.settings.test_user
+    key = Path(doc["login"]["key"])
+    assert key.stat().st_mode & 0o777 == 0o600
+    # the target file loads the way the plugin will load it
+    from pytest_slurmflox.target import load_target
+
+    spec = load_target(cluster["workdir"] / "target.yaml")
+    assert spec.expect.revision == doc["expect"]["revision"]
+
+
+def test_root_ssh_and_host_key_pinned(cluster):
+    t = cluster["target"]["login"]
+    root = SSHRunner("127.0.0.1", t["port"], "root", Path(t["key"]), Path(t["known_hosts"]))
+    try:
+        assert _ok(root.run("id -u; hostname")).stdout.split() == ["0", "login"]
+    finally:
+        root.close()
+
+
+def test_srun_two_distinct_workers(login):
+    res = _ok(login.run("srun -N2 -n2 hostname", timeout=120))
+    hosts = res.stdout.split()
+    assert len(hosts) == 2 and len(set(hosts)) == 2, res.describe()
+    assert all(h.startswith("worker") for h in hosts)
+
+
+def test_mpi_pmix_ranks_on_two_nodes(login):
+    res = _ok(login.run("srun --mpi=pmix -N2 -n2 mpi-hello", timeout=180))
+    lines = sorted(line for line in res.stdout.splitlines() if line.startswith("mpi-hello"))
+    assert len(lines) == 2, res.describe()
+    fields = [dict(kv.split("=") for kv in line.split()[1:]) for line in lines]
+    assert {f["rank"] for f in fields} == {"0", "1"} and {f["size"] for f in fields} == {"2"}
+    assert len({f["host"] for f in fields}) == 2 and {f["sum"] for f in fields} == {"1"}
+
+
+def test_identity_resolved_on_worker_without_account(cluster, login):
+    s = cluster["sub"].settings
+    res = _ok(login.run("srun -N1 -w worker1 id", timeout=60))
+    out = res.stdout.strip()
+    assert f"uid={s.test_uid}({s.test_user})" in out, out
+    assert f"gid={s.test_gid}({s.test_user})" in out, out
+    assert f"{s.test_supp_gid}({s.test_supp_group})" in out, out
+    # ...and the worker really has no such account of its own
+    local = cluster["sub"].node_runner("worker1").run(f"getent passwd {s.test_user}")
+    assert local.exit_status == 2, local.describe()
+
+
+def test_task_path_starts_with_the_runtime(cluster, login):
+    realized = cluster["sub"].node("worker1").annotations()["realized_path"]
+    res = _ok(login.run("srun -N1 bash -c 'echo $PATH; flox-probe; slurmflox-demo'", timeout=60))
+    path, probe, demo = res.stdout.splitlines()
+    assert path.split(":")[0] == f"{realized}/bin", res.describe()
+    assert probe == "flox" and demo == "slurmflox-demo generation 1"
+    res = _ok(login.run("srun -N1 --export=NONE /bin/bash -c 'echo $PATH; flox-probe'", timeout=60))
+    path, probe = res.stdout.splitlines()
+    assert path.split(":")[0] == f"{realized}/bin" and probe == "flox", res.describe()
+    # without the TaskProlog the base image's command would answer
+    base = cluster["sub"].node_runner("worker1").run("flox-probe")
+    assert base.stdout.strip() == "base"
+
+
+def test_workers_annotated_like_pods(cluster):
+    sub = cluster["sub"]
+    pool = sub.pool()
+    workers = pool.workers()
+    assert [w.name for w in workers] == ["worker1", "worker2"]
+    assert all(w.ready and w.revision == pool.desired_revision() for w in workers)
+    assert all(w.environment == "local/demo:1" and w.image == sub.image_ref() for w in workers)
+    profile = sub.node_runner("worker1").run("cat /run/flox-task-profile/current/revision")
+    assert profile.stdout.strip() == pool.desired_revision()
+
+
+def test_failing_environment_never_registers(cluster, login):
+    sub = cluster["sub"]
+    pool = sub.pool()
+    info = pool.start_isolated_worker("isobad", "local/broken:1")
+    try:
+        assert not info.ready and info.environment == "local/broken:1"
+        assert sub.node("isobad").phase().startswith("failed: realization")
+        for _ in range(20):  # give a (wrongly) started slurmd time to register
+            nodes = _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
+            assert "isobad" not in nodes
+            time.sleep(0.1)
+        res = _ok(login.run("srun -N2 -n2 hostname", timeout=120))
+        assert len(set(res.stdout.split())) == 2
+    finally:
+        pool.stop_isolated_worker("isobad")
+    assert "isobad" not in [w.name for w in pool.workers()]
+
+
+def test_failing_activation_never_registers(cluster, login):
+    """Realizes fine, but activation fails: the initializer never writes a profile and slurmd never starts."""
+    sub = cluster["sub"]
+    pool = sub.pool()
+    info = pool.start_isolated_worker("isohook", "local/failhook:1")
+    try:
+        assert not info.ready and info.environment == "local/failhook:1"
+        phase = sub.node("isohook").phase()
+        assert phase.startswith("failed: task-profile initializer failed"), phase
+        assert "isohook" not in _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
+    finally:
+        pool.stop_isolated_worker("isohook")
+
+
+def test_rerun_converges_without_restarting(cluster):
+    sub = cluster["sub"]
+    before = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    t0 = time.monotonic()
+    target = sub.up()
+    print(f"idempotent rerun: {time.monotonic() - t0:.2f}s")
+    after = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    assert before == after and target == cluster["target"]
+
+
+def test_apply_replaces_the_cohort(cluster, login):
+    sub = cluster["sub"]
+    pool = sub.pool()
+    old = pool.desired_revision()
+    new_settings = sub.settings.replace(worker_flox_generation=2, worker_cpus=3)
+    rev = pool.apply(new_settings)
+    assert rev != old and rev == pool.desired_revision()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ws = pool.workers()
+        if all(w.ready and w.revision == rev for w in ws):
+            break
+        time.sleep(0.2)
+    assert all(w.ready and w.revision == rev and w.environment == "local/demo:2" for w in pool.workers())
+    for _ in range(100):
+        res = login.run("sinfo -h -N -o '%N %T %c'")
+        rows = [line.split() for line in res.stdout.splitlines()]
+        if len(rows) == 2 and all(r[1] == "idle" and r[2] == "3" for r in rows):
+            break
+        time.sleep(0.2)
+    assert all(r[1] == "idle" and r[2] == "3" for r in rows), res.describe()
+    res = _ok(login.run("srun -N2 -n2 slurmflox-demo", timeout=60))
+    assert res.stdout.split("\n")[:2] == ["slurmflox-demo generation 2"] * 2
+
+
+def test_apply_gatk_exports_and_nested_path(cluster, login):
+    sub = cluster["sub"]
+    rev = sub.pool().apply(
+        sub.settings.replace(
+            worker_flox_env="local/gatk", worker_flox_generation=1, worker_env_exports=("GATK_CONDAENV_PREFIX",)
+        )
+    )
+    for _ in range(150):
+        if all(w.ready and w.revision == rev for w in sub.pool().workers()):
+            states = login.run("sinfo -h -N -o '%T'").stdout.split()
+            if states == ["idle", "idle"]:
+                break
+        time.sleep(0.2)
+    realized = sub.node("worker1").annotations()["realized_path"]
+    res = _ok(
+        login.run("srun -N1 -w worker1 --export=NONE /bin/bash -c 'echo $GATK_CONDAENV_PREFIX; echo $PATH; gatk'")
+    )
+    prefix, path, gatk = res.stdout.splitlines()
+    assert prefix == f"{realized}/opt/conda/envs/gatk"
+    assert path.split(":")[:2] == [f"{prefix}/bin", f"{realized}/bin"]
+    assert gatk == f"gatk (local stand-in) prefix={prefix}"
+
+
+def test_down_then_up_keeps_state(cluster, login):
+    sub = cluster["sub"]
+    marker = f"/home/{sub.settings.test_user}/kept-{os.getpid()}"
+    _ok(login.run(f"echo kept > {marker}"))
+    login.close()
+    sub.down()
+    assert not sub.fabric.ours()
+    assert all(not sub.node(n).running() for n in ("ctl", "login", "worker1", "worker2"))
+    t0 = time.monotonic()
+    sub.up()
+    print(f"up after down: {time.monotonic() - t0:.2f}s")
+    assert _ok(login.run(f"cat {marker}")).stdout.strip() == "kept"
+
+
+def test_zz_destroy_leaves_nothing(cluster):
+    sub = cluster["sub"]
+    workdir = str(cluster["workdir"])
+    sub.destroy()
+    cluster["destroyed"] = True
+    assert not sub.fabric.ours(), "network namespaces left behind"
+    mounts = Path("/proc/mounts").read_text()
+    assert sub.prefix not in mounts and workdir not in mounts, "mounts left behind"
+    leftovers = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if workdir in cmd:
+                leftovers.append((entry.name, cmd.replace("\0", " ")))
+    assert not leftovers, f"processes left behind: {leftovers}"
+    assert not (cluster["workdir"] / "local").exists() and not (cluster["workdir"] / "target.yaml").exists()
+    from pytest_slurmflox.substrates.local import image
+
+    assert image.cached_image(sub.settings.local_suite) is not None, "destroy must keep the image cache"
