@@ -1,0 +1,252 @@
+"""The report machinery end to end, in a real pytest subprocess with small fake acceptance checks.
+
+The checks are fake on purpose (they are the input to the report code, which is what is tested here); the
+commands they run are real local commands recorded through the session's evidence log, exactly as suites do.
+A fake target file points at freshly generated secrets (an OpenSSH key, a munge key, a kubeconfig with a token and
+client key) so redaction and the secret scan are exercised against real secret material.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_slurmflox.report import (
+    NOT_SIGNED_OFF,
+    SCHEMA_ID,
+    SIGNED_OFF,
+    ReportPaths,
+    junit_document,
+    scan_for_secrets,
+    secret_needles,
+    validate_evidence,
+    validate_junit,
+)
+
+FAKE_CHECKS = r'''
+import os
+import pytest
+from pytest_slurmflox.run import LocalRunner
+
+pytestmark = pytest.mark.acceptance
+
+
+def sh(state, command):
+    return LocalRunner(observer=state.evidence).run(command)
+
+
+@pytest.mark.T3
+def test_pass_with_long_output(slurmflox_state):
+    sh(slurmflox_state, "echo begin; seq 1 3000; echo end-of-long-output").check()
+
+
+@pytest.mark.T4
+def test_fail_with_evidence(slurmflox_state):
+    r = sh(slurmflox_state, "echo about-to-fail; echo oops >&2; exit 3")
+    assert r.ok, r.describe()
+
+
+@pytest.mark.T5
+def test_skip_with_reason(slurmflox_state):
+    sh(slurmflox_state, "echo probing")
+    pytest.skip("missing capability kubernetes: the fake target has none")
+
+
+@pytest.mark.T6
+def test_leaky(slurmflox_state):
+    """Tries every way a secret could reach an artifact: evidence, captured output, the failure message."""
+    munge, key, kube = os.environ["SFX_MUNGE"], os.environ["SFX_KEY"], os.environ["SFX_KUBE"]
+    r = sh(slurmflox_state, f"base64 -w0 {munge}; echo; cat {key}; cat {kube}")
+    print(open(key).read())
+    print(open(kube).read())
+    assert False, r.stdout
+
+
+@pytest.mark.T7
+def test_plants_a_secret_in_the_reports(slurmflox_state):
+    plant = os.environ.get("SFX_PLANT")
+    if plant:
+        data = base64.b64encode(open(os.environ["SFX_MUNGE"], "rb").read())
+        with open(plant, "wb") as handle:
+            handle.write(data)
+'''.replace("import os\n", "import base64\nimport os\n", 1)
+
+
+@pytest.fixture
+def site(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Secrets, a work dir holding a munge key, and a target file that names the key and kubeconfig."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    key = secrets / "id_site"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    kube = secrets / "kubeconfig"
+    kube.write_text(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n"
+        f"    token: {base64.b32encode(os.urandom(20)).decode().lower()}\n"
+        f"    client-key-data: {base64.b64encode(os.urandom(96)).decode()}\n"
+    )
+    workdir = tmp_path / "operator"
+    workdir.mkdir()
+    munge = workdir / "munge.key"
+    munge.write_bytes(os.urandom(1024))
+    target = tmp_path / "target.yaml"
+    target.write_text(
+        "version: 1\nname: fake-site\nsubstrate: existing\n"
+        f"login: {{host: 127.0.0.1, port: 22, user: alice, key: {key}}}\n"
+        f"kubernetes: {{kubeconfig: {kube}, namespace: slurm, nodeset: compute}}\n"
+        f"expect: {{image: 'repo/worker:1@sha256:{'ab' * 32}'}}\n"
+    )
+    monkeypatch.setenv("WORKDIR", str(workdir))
+    monkeypatch.setenv("SFX_MUNGE", str(munge))
+    monkeypatch.setenv("SFX_KEY", str(key))
+    monkeypatch.setenv("SFX_KUBE", str(kube))
+    monkeypatch.delenv("SFX_PLANT", raising=False)
+    pytester.makepyfile(test_fake=FAKE_CHECKS)
+    return {"target": target, "secrets": [munge, key, kube], "reports": tmp_path / "reports"}
+
+
+def run(pytester: pytest.Pytester, site: dict, run_id: str, *args: str, subprocess: bool = False):
+    """One acceptance run; in-process unless asked (the plugin keeps no module state, so that is faithful)."""
+    runner = pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess
+    result = runner(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        f"--slurmflox-target={site['target']}",
+        f"--slurmflox-reports={site['reports']}",
+        f"--slurmflox-run-id={run_id}",
+        *args,
+    )
+    paths = ReportPaths(site["reports"] / run_id)
+    evidence = json.loads(paths.evidence.read_text()) if paths.evidence.exists() else None
+    return result, paths, evidence
+
+
+def _checks(evidence: dict) -> dict[str, dict]:
+    return {c["nodeid"].rsplit("::", 1)[-1]: c for c in evidence["checks"]}
+
+
+def test_artifacts_exist_and_validate(pytester, site):
+    result, paths, evidence = run(pytester, site, "r-all")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for artifact in (paths.html, paths.junit, paths.evidence):
+        assert artifact.is_file() and artifact.stat().st_size > 0, artifact
+    assert validate_evidence(paths.evidence) == []
+    assert validate_junit(paths.junit) == []
+    assert evidence["schema"] == SCHEMA_ID and evidence["run"]["id"] == "r-all"
+    checks = _checks(evidence)
+    assert checks["test_pass_with_long_output"]["verdict"] == "PASS"
+    assert checks["test_fail_with_evidence"]["verdict"] == "FAIL"
+    assert checks["test_skip_with_reason"]["verdict"] == "SKIP"
+    assert "fake target has none" in checks["test_skip_with_reason"]["skip_reason"]
+    assert checks["test_pass_with_long_output"]["requirement_id"].startswith("T3:")
+    # evidence: command, where, as whom, exit status, output, duration
+    (failing,) = checks["test_fail_with_evidence"]["evidence"]
+    assert failing["exit_status"] == 3 and failing["stdout"] == "about-to-fail\n" and failing["stderr"] == "oops\n"
+    assert failing["user"] and failing["where"] and failing["duration"] >= 0
+    (long,) = checks["test_pass_with_long_output"]["evidence"]
+    full = paths.root / long["stdout_file"]
+    assert full.is_file() and full.read_text().endswith("end-of-long-output\n")
+    # the environment rows known from the target file
+    env = evidence["run"]["target"]
+    assert env["Substrate"] == "existing" and env["Worker image digest"] == "sha256:" + "ab" * 32
+    assert "fake-site" in env["Target"] and "Slurm version" in env
+    # JUnit carries group and evidence per test case, and the verdict for the suite
+    doc = junit_document(paths.junit)
+    suite = doc["children"][0]
+    suite_props = {p["attrib"]["name"]: p["attrib"]["value"] for p in suite["children"][0]["children"]}
+    assert suite_props["slurmflox_verdict"] == NOT_SIGNED_OFF
+    case = next(c for c in suite["children"] if c["attrib"].get("name") == "test_fail_with_evidence")
+    props = {p["attrib"]["name"]: p["attrib"]["value"] for p in case["children"][0]["children"]}
+    assert props["slurmflox_group"] == "T4" and json.loads(props["slurmflox_evidence"])[0]["exit_status"] == 3
+    # HTML: summary on top of the results, evidence per test, long output linked
+    page = paths.html.read_text()
+    assert page.index('id="slurmflox-signoff"') < page.index('id="results-table"')
+    assert "slurmflox-evidence" in page and long["stdout_file"] in page
+    # terminal: the summary at the end
+    out = result.stdout.str()
+    assert "slurmflox sign-off summary" in out and f"verdict for run r-all: {NOT_SIGNED_OFF}" in out
+
+
+def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
+    ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "pass_with")
+    assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
+    assert evidence["run"]["verdict"] == SIGNED_OFF and evidence["run"]["required_groups"] == ["T3"]
+    assert validate_evidence(paths.evidence) == []
+
+
+def test_signoff_fails_on_a_skip_even_when_nothing_failed(pytester, site):
+    res, paths, evidence = run(pytester, site, "r-skip", "--slurmflox-signoff", "-k", "pass_with or skip_with")
+    out = res.stdout.str()
+    assert "1 passed, 1 skipped" in out
+    assert res.ret != pytest.ExitCode.OK
+    assert evidence["run"]["verdict"] == NOT_SIGNED_OFF and evidence["run"]["exit_status"] != 0
+    groups = {g["group"]: g for g in evidence["groups"]}
+    assert groups["T5"]["verdict"] == "SKIP" and groups["T3"]["verdict"] == "PASS"
+    assert any("T5" in r for r in evidence["run"]["verdict_reasons"])
+    assert validate_evidence(paths.evidence) == []
+
+
+def test_without_signoff_a_skip_keeps_exit_zero_but_is_not_a_pass(pytester, site):
+    res, _, evidence = run(pytester, site, "r-noso", "-k", "pass_with or skip_with")
+    assert res.ret == pytest.ExitCode.OK
+    assert evidence["run"]["verdict"] == NOT_SIGNED_OFF and not evidence["run"]["signoff_requested"]
+
+
+def test_named_group_that_never_ran_blocks_signoff(pytester, site):
+    res, _, evidence = run(pytester, site, "r-named", "--slurmflox-signoff", "--slurmflox-groups=T3,T8")
+    assert res.ret != pytest.ExitCode.OK
+    groups = {g["group"]: g for g in evidence["groups"]}
+    assert groups["T8"]["verdict"] == "NOT RUN" and groups["T8"]["required"]
+
+
+def test_no_secret_reaches_any_artifact(pytester, site):
+    """The secret scan of every artifact of a run: clean, although a check tried to leak everything."""
+    res, paths, evidence = run(pytester, site, "r-secrets", "-k", "leaky or pass_with")
+    assert _checks(evidence)["test_leaky"]["verdict"] == "FAIL"
+    assert "secret scan clean" in res.stdout.str()
+    artifacts = paths.artifacts()
+    assert {paths.html, paths.junit, paths.evidence} <= set(artifacts)
+    needles = secret_needles(site["secrets"])
+    assert len(needles) > 10
+    assert scan_for_secrets(artifacts, needles) == []
+    assert "[REDACTED]" in paths.evidence.read_text() and "[REDACTED]" in paths.html.read_text()
+    # ... and the same scan fails when a secret is planted into an artifact afterwards
+    munge = site["secrets"][0].read_bytes()
+    planted = paths.logs / "planted.txt"
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_bytes(b"log line " + base64.b64encode(munge) + b"\n")
+    leaks = scan_for_secrets(paths.artifacts(), needles)
+    assert [(leak.path, leak.label) for leak in leaks] == [(planted, "content of munge.key (base64)")]
+
+
+def test_a_secret_planted_during_a_run_fails_the_run(pytester, site, monkeypatch):
+    paths = ReportPaths(site["reports"] / "r-plant")
+    monkeypatch.setenv("SFX_PLANT", str(paths.root / "planted.txt"))
+    res, _, evidence = run(pytester, site, "r-plant", "-k", "plants_a_secret")
+    out = res.stdout.str()
+    assert evidence["run"]["verdict"] == SIGNED_OFF  # the check itself passed ...
+    assert "SECRET LEAK" in out and "planted.txt" in out and "munge.key" in out
+    assert res.ret != pytest.ExitCode.OK  # ... but the run fails on the leak
+
+
+def test_reports_are_built_from_xdist_worker_reports(pytester, site):
+    res, paths, evidence = run(pytester, site, "r-xdist", "-n", "2", "-k", "not leaky and not plants", subprocess=True)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    checks = _checks(evidence)
+    assert {c["group"] for c in checks.values()} == {"T3", "T4", "T5"}
+    assert checks["test_fail_with_evidence"]["evidence"][0]["exit_status"] == 3
+    assert validate_evidence(paths.evidence) == [] and validate_junit(paths.junit) == []
+    assert sorted(p.name for p in site["reports"].iterdir()) == ["r-xdist"]  # workers write nothing of their own
+
+
+def test_no_reports_for_project_test_runs(pytester, tmp_path):
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--slurmflox-reports={tmp_path / 'rep'}")
+    assert res.ret == 0 and not (tmp_path / "rep").exists()

@@ -1,0 +1,179 @@
+"""Pure parts of the report: the sign-off decision, long-output files, the secret scanner, metadata rows."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from pytest_slurmflox.evidence import REDACTED, Redactor
+from pytest_slurmflox.plugin import REQUIRED_GROUPS
+from pytest_slurmflox.report import (
+    FAIL,
+    LONG_OUTPUT,
+    NOT_RUN,
+    NOT_SIGNED_OFF,
+    PASS,
+    SIGNED_OFF,
+    SKIP,
+    Check,
+    decide,
+    evidence_html,
+    externalize,
+    image_digest,
+    scan_for_secrets,
+    secret_needles,
+    summary_html,
+    summary_lines,
+)
+
+
+def _check(group: str | None, verdict: str, name: str = "t", reason: str = "") -> Check:
+    return Check(nodeid=f"suites/test_{group}.py::{name}", group=group, verdict=verdict, reason=reason)
+
+
+def test_all_passed_is_signed_off():
+    so = decide([_check("T3", PASS), _check("T4", PASS, "a"), _check("T4", PASS, "b")], requested=True)
+    assert so.verdict == SIGNED_OFF and so.signed and so.reasons == ()
+    assert so.required == ("T3", "T4")
+    assert [g.verdict for g in so.groups] == [PASS, PASS]
+
+
+def test_a_skip_is_never_a_pass():
+    so = decide([_check("T3", PASS), _check("T3", SKIP, "k", "missing capability kubernetes")], requested=True)
+    assert so.verdict == NOT_SIGNED_OFF
+    (t3,) = so.groups
+    assert t3.verdict == SKIP and t3.counts == {PASS: 1, FAIL: 0, SKIP: 1}
+    assert any("missing capability kubernetes" in r for r in so.reasons)
+
+
+def test_a_failure_in_an_optional_group_blocks_sign_off():
+    so = decide([_check("T3", PASS), _check("T11R", FAIL, "x", "boom")], requested=True)
+    assert so.required == ("T3",)
+    assert not so.signed and any("T11R" in r for r in so.reasons)
+
+
+def test_a_skipped_optional_group_does_not_block():
+    so = decide([_check("T3", PASS), _check("T11R", SKIP, "x", "not here")], requested=True)
+    assert so.signed
+
+
+def test_named_group_that_did_not_run_is_not_run():
+    so = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "T5"])
+    assert not so.signed
+    t5 = next(g for g in so.groups if g.group == "T5")
+    assert t5.verdict == NOT_RUN and t5.required
+
+
+def test_tw_is_required_only_with_a_corpus():
+    without = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "TW"], workloads_given=False)
+    assert without.signed and "TW" not in without.required
+    with_corpus = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "TW"], workloads_given=True)
+    assert not with_corpus.signed and "TW" in with_corpus.required
+
+
+def test_nothing_run_is_not_signed_off():
+    assert decide([], requested=True).verdict == NOT_SIGNED_OFF
+
+
+def test_collection_errors_block_sign_off():
+    so = decide([_check("T3", PASS)], requested=True, collect_errors=["suites/test_x.py: ImportError"])
+    assert not so.signed and "ImportError" in so.reasons[0]
+
+
+def test_required_groups_exclude_destructive_ones():
+    assert "T11R" not in REQUIRED_GROUPS and "T3" in REQUIRED_GROUPS and "TW" in REQUIRED_GROUPS
+
+
+def test_summary_text_and_html_show_every_group_and_escape():
+    so = decide([_check("T3", PASS), _check("T5", SKIP, "s", "<script>alert(1)</script>")], requested=False)
+    lines = "\n".join(summary_lines(so, "run-1"))
+    assert "T3" in lines and "T5" in lines and NOT_SIGNED_OFF in lines and "not requested" in lines
+    page = summary_html(so, "run-1")
+    assert 'id="slurmflox-verdict"' in page and "&lt;script&gt;" in page and "<script>" not in page
+    assert "\n" not in page
+
+
+def test_long_outputs_go_to_log_files(tmp_path):
+    long = "x" * (LONG_OUTPUT + 10) + "\nTAIL-MARK\n"
+    records = [
+        {"command": "c", "where": "w", "user": "u", "exit_status": 0, "stdout": long, "stderr": "e"},
+        {"command": "d", "where": "w", "user": "u", "exit_status": 1, "stdout": "short", "stderr": ""},
+    ]
+    out = externalize(records, "suites/test_a.py::test_b[x/y]", tmp_path / "logs", Redactor())
+    assert out[1]["stdout"] == "short" and "stdout_file" not in out[1]
+    rel = out[0]["stdout_file"]
+    assert rel.startswith("logs/") and "/" not in rel[5:]
+    assert (tmp_path / rel).read_text() == long
+    assert out[0]["stdout_chars"] == len(long) and len(out[0]["stdout"]) < len(long)
+    page = evidence_html(out)
+    assert f'href="{rel}"' in page and "exit 1" in page and "TAIL-MARK" not in page
+
+
+def test_externalize_redacts_again(tmp_path):
+    redact = Redactor()
+    redact.add_value("hunter2-very-secret")
+    out = externalize(
+        [{"command": "echo hunter2-very-secret", "stdout": "token: abc123", "stderr": ""}], "n", tmp_path, redact
+    )
+    assert "hunter2" not in json.dumps(out) and "abc123" not in json.dumps(out)
+    assert REDACTED in out[0]["command"]
+
+
+def _secret_files(tmp_path):
+    munge = tmp_path / "munge.key"
+    munge.write_bytes(os.urandom(1024))
+    key = tmp_path / "id_test"
+    body = base64.b64encode(os.urandom(300)).decode()
+    key.write_text(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        + "\n".join(body[i : i + 70] for i in range(0, len(body), 70))
+        + "\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(
+        "users:\n- name: admin\n  user:\n    token: kube-token-0123456789abcdef\n"
+        f"    client-key-data: {base64.b64encode(os.urandom(64)).decode()}\n"
+    )
+    return munge, key, kube
+
+
+def test_scanner_is_clean_on_clean_files_and_catches_each_planted_secret(tmp_path):
+    munge, key, kube = _secret_files(tmp_path)
+    needles = secret_needles([munge, key, kube])
+    art = tmp_path / "artifact.html"
+    art.write_text("<html>nothing secret here</html>")
+    assert scan_for_secrets([art], needles) == []
+    plants = {
+        "raw munge key": munge.read_bytes(),
+        "munge key base64": base64.b64encode(munge.read_bytes()),
+        "munge key hex": munge.read_bytes().hex().encode(),
+        "one PEM body line": key.read_text().splitlines()[2].encode(),
+        "PEM block shape": b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n",
+        "kube token": b"Authorization: kube-token-0123456789abcdef",
+        "kube client key": kube.read_text().split("client-key-data: ")[1].strip().encode(),
+        "html-escaped json": json.dumps({"t": kube.read_text()}).replace('"', "&quot;").encode(),
+        "inside a data: URI": b'<a href="data:text/plain;charset=utf-8;base64,'
+        + base64.b64encode(b"x" + key.read_text().encode())
+        + b'">',
+    }
+    for name, data in plants.items():
+        art.write_bytes(b"<html>" + data + b"</html>")
+        assert scan_for_secrets([art], needles), f"planted {name} was not found"
+
+
+def test_image_digest():
+    digest = "sha256:" + "a" * 64
+    assert image_digest(f"repo/img:1@{digest}") == digest
+    assert image_digest("repo/img:1") is None
+
+
+@pytest.mark.parametrize("verdict", [PASS, FAIL, SKIP])
+def test_check_requirement_id_is_group_and_node(verdict):
+    c = _check("T7", verdict, "test_x", "why")
+    doc = c.as_dict()
+    assert doc["requirement_id"] == "T7:suites/test_T7.py::test_x"
+    assert (doc["skip_reason"] is not None) == (verdict == SKIP)
+    assert (doc["failure"] is not None) == (verdict == FAIL)
