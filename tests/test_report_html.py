@@ -1,0 +1,131 @@
+"""The HTML report as a browser shows it: Debian's Chromium, headless, renders the page (pytest-html builds the
+environment table and results with JavaScript) and dumps the DOM; the sign-off summary and the environment table
+must be in it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def chromium_dom(page: Path, timeout: float = 120.0) -> str:
+    """The DOM after Chromium loaded ``page`` and ran its scripts; SKIPs naming Chromium when it is absent."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"headless Chromium not available ({CHROMIUM}; Debian package chromium)")
+    profile = tempfile.mkdtemp(prefix="sfx-chromium-")
+    try:
+        proc = subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert proc.returncode == 0 and "<html" in proc.stdout, (
+        f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}"
+    )
+    return proc.stdout
+
+
+class _Tables(HTMLParser):
+    """Rows (cell texts) of the tables with the given ids, as rendered."""
+
+    def __init__(self, ids: set[str]) -> None:
+        super().__init__()
+        self.ids = ids
+        self.tables: dict[str, list[list[str]]] = {i: [] for i in ids}
+        self.stack: list[str | None] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.stack.append(dict(attrs).get("id") if dict(attrs).get("id") in self.ids else None)
+        elif self.stack and self.stack[-1]:
+            if tag == "tr":
+                self.tables[self.stack[-1]].append([])
+            elif tag in ("td", "th"):
+                self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.stack:
+            self.stack.pop()
+        elif tag in ("td", "th") and self.cell is not None and self.stack and self.stack[-1]:
+            self.tables[self.stack[-1]][-1].append(" ".join("".join(self.cell).split()))
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def rendered_tables(dom: str) -> tuple[dict[str, str], dict[str, list[str]], str]:
+    """(environment rows, sign-off group rows, verdict text) from a dumped DOM."""
+    parser = _Tables({"environment", "slurmflox-groups"})
+    parser.feed(dom)
+    env = {row[0]: row[1] for row in parser.tables["environment"] if len(row) == 2}
+    groups = {row[0]: row[1:] for row in parser.tables["slurmflox-groups"][1:] if row}
+    match = re.search(r'id="slurmflox-verdict"[^>]*>(.*?)</p>', dom, re.S)
+    verdict = re.sub(r"<[^>]+>", "", match.group(1)) if match else ""
+    return env, groups, verdict
+
+
+def test_report_renders_summary_and_environment_in_chromium(pytester, tmp_path):
+    pytester.makepyfile(
+        test_fake="""
+import pytest
+from pytest_slurmflox.run import LocalRunner
+
+@pytest.mark.acceptance
+@pytest.mark.T3
+def test_ok(slurmflox_state):
+    LocalRunner(observer=slurmflox_state.evidence).run("echo evidence-line-for-chromium").check()
+
+@pytest.mark.acceptance
+@pytest.mark.T5
+def test_skipped():
+    pytest.skip("missing capability kubernetes: none in this fake")
+"""
+    )
+    reports = tmp_path / "reports"
+    res = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "acceptance",
+        "--slurmflox-signoff",
+        f"--slurmflox-reports={reports}",
+        "--slurmflox-run-id=html1",
+    )
+    assert res.ret != 0  # the skip fails the sign-off
+    dom = chromium_dom(reports / "html1" / "report.html")
+    env, groups, verdict = rendered_tables(dom)
+    # the environment table is built by the page's JavaScript: present only if the page really rendered
+    assert env.get("Run id") == "html1"
+    for row in ("Substrate", "Target", "Slurm version", "Kubernetes version", "Runtime revision (desired by owner)"):
+        assert row in env, f"environment row {row!r} missing: {sorted(env)}"
+    assert verdict.startswith("NOT SIGNED OFF")
+    assert groups["T3"][:2] == ["required", "PASS"] and groups["T5"][:2] == ["required", "SKIP"]
+    assert "none in this fake" in groups["T5"][-1]
+    # per-test evidence, rendered into the results rows by the page's script
+    assert "evidence-line-for-chromium" in dom and 'class="sfx-cmd"' in dom
