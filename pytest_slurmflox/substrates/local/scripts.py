@@ -45,9 +45,12 @@ ln -s /proc/self/fd/0 "$M/dev/stdin"
 ln -s /proc/self/fd/1 "$M/dev/stdout"
 ln -s /proc/self/fd/2 "$M/dev/stderr"
 bind_ro() { mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; }
-mkdir -p "$M/home" "$M/etc/slurm" "$M/opt/slurmflox" "$M/flox/store"
+mkdir -p "$M/etc/slurm" "$M/opt/slurmflox" "$M/flox/store"
 [ -e "$M/etc/hosts" ] || : > "$M/etc/hosts"
-mount --bind "$HOME_DIR" "$M/home"
+if [ -n "${HOME_MOUNT:-}" ]; then  # workers: WORKER_HOME_PATH (empty: no shared home at all)
+    mkdir -p "$M$HOME_MOUNT"
+    mount --bind "$HOME_DIR" "$M$HOME_MOUNT"
+fi
 bind_ro "$CONF_DIR" "$M/etc/slurm"
 bind_ro "$HOSTS_FILE" "$M/etc/hosts"
 bind_ro "$SCRIPTS_DIR" "$M/opt/slurmflox"

@@ -23,6 +23,7 @@ dirs never collide.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -32,10 +33,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from filelock import FileLock
 
 from ... import revision as revision_mod
 from ...pool import WorkerInfo
@@ -46,6 +49,7 @@ from . import apt, image, keys, proc, runtime, scripts, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 
+T = TypeVar("T")
 PROVISION = Path(__file__).resolve().parents[2] / "provision"
 CLUSTER_NAME = "slurmflox"
 CTL, LOGIN = "ctl", "login"
@@ -57,6 +61,24 @@ AUTH = "slurm"
 def cluster_prefix(workdir: Path) -> str:
     """Short, stable, per-work-dir namespace prefix (``sfx`` + 6 hex of the absolute work dir path)."""
     return "sfx" + hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:6]
+
+
+def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
+    """One lifecycle verb at a time per work dir (a second `up` waits instead of racing the first)."""
+
+    @functools.wraps(method)
+    def wrapper(self: LocalSubstrate, *args: Any, **kwargs: Any) -> T:
+        if getattr(self, "_locked", False):
+            return method(self, *args, **kwargs)
+        self.workdir.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.workdir.root / ".slurmflox-local.lock")):
+            self._locked = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._locked = False
+
+    return wrapper
 
 
 class LocalSubstrate:
@@ -142,6 +164,7 @@ class LocalSubstrate:
             "STORE_DIR": str(self.store),
             "MUNGE_KEY": str(self.workdir.munge_key),
             "AUTH": AUTH,
+            "HOME_MOUNT": "/home",  # controller and login; a worker's boot env overrides it
         }
 
     def _write_files(self, img: image.NodeImage, extra_hosts: dict[str, str]) -> str:
@@ -199,6 +222,7 @@ class LocalSubstrate:
     def revision_for(self, settings: Settings) -> str:
         return revision_mod.runtime_revision(settings, image=self.image_ref())
 
+    @_exclusive
     def up(self) -> dict:
         t0 = time.monotonic()
         img = self.ensure_image()
@@ -314,6 +338,7 @@ class LocalSubstrate:
             "SLURMFLOX_PATH_PRECEDENCE": s.worker_path_precedence,
             "SLURMFLOX_ENV_EXPORTS": ",".join(s.worker_env_exports),
             "WORKER_CONF": slurmconf.worker_conf(s.worker_cpus, s.worker_mem_mb),
+            "HOME_MOUNT": s.worker_home_path,
         }
 
     def _converge_worker(
@@ -509,24 +534,28 @@ class LocalSubstrate:
         state = self.read_state()
         if state:
             lines.append(f"  image {state.get('image')}  revision {state.get('revision')}")
+        # Only a node proven to be ours and alive is reported with the word "running" (callers grep for it).
         for name in self.all_node_names():
             node = self.node(name)
             rec = node.record()
-            running = node.running()
-            pid = f"pid {rec.pid}" if running and rec else "not running"
             ann = node.annotations()
             env = f"  env {ann.get('environment')}" if ann else ""
-            lines.append(f"  {name:<10} {node.phase():<30} {pid}{env}")
+            if node.running() and rec is not None:
+                lines.append(f"  {name:<10} up    pid {rec.pid:<8} {node.phase()}{env}")
+            else:
+                phase = node.phase()
+                why = f"  ({phase})" if phase.startswith("failed") else ""
+                lines.append(f"  {name:<10} down{why}{env}")
         fwd = proc.PidRecord.read(self.forward_pid_file)
         lines.append(
-            f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} "
-            f"{'forwarding' if proc.proven(fwd) else 'not forwarding'}"
+            f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {'forwarded' if proc.proven(fwd) else 'closed'}"
         )
         if self._node(CTL, CTL, address_for(2)).running():
             res = self.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
             lines += ["  " + line for line in res.stdout.splitlines()]
         return "\n".join(lines)
 
+    @_exclusive
     def down(self) -> None:
         """Stop login, workers, controller (reverse start order) and the forwarder; keep all state."""
         self._stop_forwarder()
@@ -536,6 +565,7 @@ class LocalSubstrate:
         self._sweep()
         self.fabric.remove_all()
 
+    @_exclusive
     def destroy(self) -> None:
         """Down, then remove nodes, namespaces and state (keys, target file). The image cache stays."""
         self.down()
@@ -569,6 +599,7 @@ class LocalSubstrate:
         return LocalWorkerPool(self)
 
     # ================================================================================== pool support
+    @_exclusive
     def replace_workers(self, settings: Settings) -> str:
         """Replace the whole cohort with ``settings``' runtime (each worker restarted); new revision."""
         img = self.ensure_image()
@@ -619,6 +650,7 @@ class LocalSubstrate:
             )
         return infos
 
+    @_exclusive
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         if not name.isidentifier() or name in (CTL, LOGIN) or name.startswith("worker"):
             raise ValueError(f"{name!r}: an isolated worker needs its own name (not ctl, login or workerN)")
@@ -639,6 +671,7 @@ class LocalSubstrate:
         node.wait_phase("running", 30)
         return next(i for i in self.worker_infos() if i.name == name)
 
+    @_exclusive
     def stop_isolated_worker(self, name: str) -> None:
         state = self.read_state()
         isolated = state.get("isolated", {})
