@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
+from pytest_slurmflox.substrates.local import proc
 
 pytestmark = pytest.mark.integration
 
@@ -201,6 +203,44 @@ def test_rerun_converges_without_restarting(cluster):
     print(f"idempotent rerun: {time.monotonic() - t0:.2f}s")
     after = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
     assert before == after and target == cluster["target"]
+
+
+def test_forged_pid_record_is_not_trusted(cluster, login):
+    """A pid file pointing at a process that is not ours: never signalled, the node is cleared and restarted."""
+    sub = cluster["sub"]
+    node = sub.node("worker2")
+    real = node.record()
+    decoy = subprocess.Popen(["sleep", "300"])
+    try:
+        forged = proc.PidRecord(decoy.pid, proc.starttime(decoy.pid), "unshare", real.markers, real.netns_inode)
+        forged.write(node.pid_file)
+        assert not node.running()
+        sub.up()
+        assert decoy.poll() is None, "a process that is not ours was signalled"
+        assert node.running() and node.record().pid != real.pid
+        assert not proc.alive(real.pid), "the lost node was left running beside its replacement"
+        res = _ok(login.run("srun -N2 -n2 hostname", timeout=120))
+        assert sorted(res.stdout.split()) == ["worker1", "worker2"]
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_status_reports_every_node(cluster):
+    text = cluster["sub"].status()
+    for name in ("ctl", "login", "worker1", "worker2"):
+        assert re.search(rf"^\s+{name}\s+up\s+pid \d+\s+running", text, re.M), text
+    assert "forwarded" in text and "idle" in text
+
+
+def test_login_port_taken_is_refused_before_anything_changes(cluster, tmp_path):
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    sub = cluster["sub"]
+    other = LocalSubstrate(sub.settings.replace(workdir=tmp_path / "other"), Workdir(tmp_path / "other"), _progress)
+    with pytest.raises(SubstrateUnavailable, match="LOGIN_SSH_PORT"):
+        other.up()
+    assert not other.fabric.ours() and not (tmp_path / "other" / "local").exists()
 
 
 def test_apply_replaces_the_cohort(cluster, login):

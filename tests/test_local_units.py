@@ -224,3 +224,43 @@ def test_keys_are_0600_reused_and_pinnable(tmp_path):
     import paramiko
 
     assert paramiko.Ed25519Key.from_private_key_file(str(tmp_path / "id")).get_name() == "ssh-ed25519"
+
+
+def test_dpkg_lock_is_waited_for_not_failed(tmp_path):
+    lock = tmp_path / "lock-frontend"
+    lock.write_text("")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX);"
+            "print('held', flush=True); time.sleep(1.0)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    said: list[str] = []
+    t0 = time.monotonic()
+    apt.wait_for_dpkg_lock(said.append, timeout=30, locks=(str(lock),), poll=0.05)
+    assert time.monotonic() - t0 >= 0.5 and said and "waiting for the dpkg lock" in said[0]
+    holder.wait()
+    holder2 = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX);"
+            "print('held', flush=True); time.sleep(5)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder2.stdout.readline().strip() == "held"
+        with pytest.raises(SubstrateUnavailable, match="stayed locked"):
+            apt.wait_for_dpkg_lock(lambda _l: None, timeout=0.3, locks=(str(lock),), poll=0.05)
+    finally:
+        holder2.kill()
+        holder2.wait()

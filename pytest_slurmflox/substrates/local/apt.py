@@ -158,12 +158,14 @@ def missing_packages(tools: dict[str, str] | None = None) -> list[str]:
     return sorted(want)
 
 
-def wait_for_dpkg_lock(progress: Progress, timeout: float = 900.0) -> None:
+def wait_for_dpkg_lock(
+    progress: Progress, timeout: float = 900.0, locks: tuple[str, ...] = _DPKG_LOCKS, poll: float = 2.0
+) -> None:
     """Block until nobody holds dpkg/apt locks (another apt run on a shared host), or time out clearly."""
     deadline = time.monotonic() + timeout
     told = False
     while True:
-        busy = [p for p in _DPKG_LOCKS if _locked(p)]
+        busy = [p for p in locks if _locked(p)]
         if not busy:
             return
         if not told:
@@ -171,7 +173,7 @@ def wait_for_dpkg_lock(progress: Progress, timeout: float = 900.0) -> None:
             told = True
         if time.monotonic() > deadline:
             raise SubstrateUnavailable(f"apt: {busy[0]} stayed locked for {timeout:.0f}s; try again later")
-        time.sleep(2.0)
+        time.sleep(poll)
 
 
 def _locked(path: str) -> bool:

@@ -225,6 +225,7 @@ class LocalSubstrate:
     @_exclusive
     def up(self) -> dict:
         t0 = time.monotonic()
+        self._check_login_port()
         img = self.ensure_image()
         t_img = time.monotonic()
         s = self.settings
@@ -311,6 +312,9 @@ class LocalSubstrate:
         if node.running():
             self.progress(f"local: restarting {node.name} (its configuration changed)")
             node.stop()
+        # A node we lost track of (pid file gone or not provable) may still run inside its namespace: everything
+        # in that namespace is ours by construction, so clear it before starting the node afresh.
+        self._sweep({node.ns})
         node.start(common, image_digest=img.digest, extra_hash=files_hash)
         return True
 
@@ -479,6 +483,22 @@ class LocalSubstrate:
             self.forward_pid_file
         )
 
+    def _check_login_port(self) -> None:
+        """Refuse before changing anything if LOGIN_SSH_PORT is held by something other than our forwarder."""
+        port = self.settings.login_ssh_port
+        rec = proc.PidRecord.read(self.forward_pid_file)
+        if proc.proven(rec) and rec is not None and str(port) in proc.cmdline(rec.pid):
+            return
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                raise SubstrateUnavailable(
+                    f"local: 127.0.0.1:{port} (LOGIN_SSH_PORT) is taken by another program ({exc.strerror}); "
+                    "choose another port with --slurmflox-login-ssh-port (nothing was changed)"
+                ) from None
+
     def _stop_forwarder(self) -> None:
         rec = proc.PidRecord.read(self.forward_pid_file)
         if rec is not None and proc.signal_proven(rec):
@@ -580,9 +600,10 @@ class LocalSubstrate:
             path.unlink(missing_ok=True)
         self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {image.cache_root()})")
 
-    def _sweep(self) -> None:
+    def _sweep(self, namespaces: set[str] | None = None) -> None:
         """Kill whatever still runs inside our namespaces (they are ours by construction), by PID."""
-        inodes = {ino for ns in self.fabric.ours() if (ino := ns_inode(ns)) is not None}
+        names = self.fabric.ours() if namespaces is None else namespaces
+        inodes = {ino for ns in names if (ino := ns_inode(ns)) is not None}
         for _ in range(3):
             pids = proc.pids_in_netns(inodes) if inodes else []
             if not pids:
