@@ -31,6 +31,18 @@ if TYPE_CHECKING:
     from . import QemuSubstrate
 
 
+#: Output that means "no network" rather than "broken step" (curl, dnf, apt, ctr, helm).
+OFFLINE_SIGNS = (
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Cannot download repomd.xml",
+    "Failed to download metadata",
+    "no such host",
+    "i/o timeout",
+)
+
+
 def run_step(sub: QemuSubstrate, step: Step) -> bool:
     """Run one step; raise on failure unless the step is soft (then warn). True if it succeeded."""
     sub.progress(f"[{fabric.hostname(step.node)}] {step.title}")
@@ -50,6 +62,12 @@ def run_step(sub: QemuSubstrate, step: Step) -> bool:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         sub.progress(f"WARNING: {step.title} failed (exit {result.exit_status}); continuing: {' | '.join(tail)}")
         return False
+    text = result.stdout + result.stderr
+    if any(sign in text for sign in OFFLINE_SIGNS):
+        raise SubstrateUnavailable(
+            f"offline: {step.title} on {fabric.hostname(step.node)} could not download what it needs "
+            f"({next(line for line in text.splitlines() if any(x in line for x in OFFLINE_SIGNS)).strip()})"
+        )
     raise SubstrateUnavailable(f"{step.title} failed on {fabric.hostname(step.node)}:\n{result.describe()}")
 
 

@@ -1,0 +1,218 @@
+"""The qemu substrate's VM layer, really booted: three VMs from a Debian test image built from the host's mirror.
+
+One module-scoped cluster serves every check (booting is the expensive part: TCG on this host). The tests
+run in file order and build on each other: boot, isolation, fabric, the offline stop of ``up`` together with
+the shared home, pidfile proof across ``down``/``up``, then destroy and strip-secrets.
+
+The guests are started with ``restrict=on``: nothing in here sends traffic anywhere but to 127.0.0.1 and to
+the VMs' own QEMU-internal networks.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.state import Workdir
+from pytest_slurmflox.substrates import SubstrateUnavailable
+from pytest_slurmflox.substrates.qemu import QemuSubstrate, fabric
+from pytest_slurmflox.substrates.qemu.images import BootSpec
+from pytest_slurmflox.substrates.qemu.proc import ProcessProof
+from pytest_slurmflox.substrates.qemu.vm import choose_accel, find_qemu
+
+pytestmark = pytest.mark.kvm
+
+CACHE = Path(os.environ.get("SLURMFLOX_CACHE_DIR", "~/.cache/pytest-slurmflox")).expanduser() / "qemu"
+NODES = 3
+
+
+@pytest.fixture(scope="module")
+def say(request):
+    """Progress and measurements straight to the terminal (pytest captures print and fd 1/2 by default)."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def write(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[qemu {time.strftime('%H:%M:%S')}] {message}")
+            reporter.flush()
+        else:
+            print(f"[qemu] {message}")
+
+    return write
+
+
+def _free_port_base() -> int:
+    """A port base whose SSH ports and node1's two extra forwards are free on 127.0.0.1."""
+    for base in range(22240, 30000, 20):
+        ports = [base + n for n in range(1, NODES + 1)] + [base + 18, base + 19]
+        try:
+            for port in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free loopback port range")
+
+
+@pytest.fixture(scope="module")
+def test_image(say) -> BootSpec:
+    try:
+        find_qemu()
+        choose_accel()
+    except SubstrateUnavailable as exc:
+        pytest.skip(f"cannot boot VMs here: {exc}")
+    if os.geteuid() != 0:
+        pytest.skip("building the Debian test image needs root (mmdebstrap, mkfs.ext4 -d)")
+    if shutil.which("mmdebstrap") is None:
+        pytest.skip("mmdebstrap is not installed: cannot build the Debian test image")
+    from pytest_slurmflox.substrates.qemu.testimage import build_debian_test_image
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(CACHE / ".build.lock")):
+        return build_debian_test_image(CACHE, say)
+
+
+@pytest.fixture(scope="module")
+def cluster(test_image, tmp_path_factory, say):
+    base = _free_port_base()
+    settings = resolve(
+        cli={
+            "NODES": str(NODES),
+            "VCPUS": "2",
+            "MEM": "1536",
+            "DISK_SIZE": "8G",
+            "SSH_PORT_BASE": str(base),
+            "K8S_API_PORT": str(base + 18),
+            "LOGIN_SSH_PORT": str(base + 19),
+        }
+    ).settings
+    wd = Workdir(tmp_path_factory.mktemp("qemu") / "operator")
+    sub = QemuSubstrate(settings, wd, say, image=test_image.image, restrict=True, ssh_timeout=900)
+    try:
+        t0 = time.monotonic()
+        sub.up_vms()
+        say(f"VM layer up in {time.monotonic() - t0:.0f}s")
+        yield sub
+    finally:
+        for n in range(NODES, 0, -1):  # never leave a QEMU behind, whatever failed
+            vm = sub.vm(n)
+            pid = vm.pid()
+            if pid is not None:
+                vm.powerdown(timeout=30)
+        sub.fabric.stop()
+
+
+def _ok(sub: QemuSubstrate, n: int, command: str, timeout: float = 120) -> str:
+    result = sub.ssh(n, command, timeout=timeout)
+    assert result.ok, result.describe()
+    return result.stdout
+
+
+def test_three_vms_boot_and_answer_ssh_on_loopback(cluster, say):
+    times = {bt.node: bt for bt in cluster.boot_times}
+    assert sorted(times) == [1, 2, 3] and all(bt.started for bt in times.values())
+    for n in range(1, NODES + 1):
+        say(f"node{n}: launch to SSH-ready {times[n].seconds:.0f}s")
+        assert _ok(cluster, n, "hostname").strip() == f"node{n}"
+        assert _ok(cluster, n, "cat /etc/slurmflox/nodes").strip() == str(NODES)
+        pid = cluster.vm(n).pid()
+        assert pid is not None
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert any(b"restrict=on" in a and f"127.0.0.1:{cluster.vm(n).spec.ssh_port}-:22".encode() in a for a in argv)
+
+
+def test_guests_cannot_reach_out(cluster):
+    """restrict=on: even the QEMU gateway (the host) is unreachable from inside, except via the forwards."""
+    result = cluster.ssh(1, "timeout 5 bash -c 'echo > /dev/tcp/10.0.2.2/22' && echo reached")
+    assert "reached" not in result.stdout and not result.ok
+
+
+def test_node1_reaches_the_others_on_the_fabric(cluster):
+    for n in (2, 3):
+        out = _ok(cluster, 1, f"ping -c 3 -i 0.3 -W 2 {fabric.fabric_ip(n)}")
+        assert " 0% packet loss" in out, out
+    assert _ok(cluster, 2, "ip -4 -br addr show fabric0").split()[2] == f"{fabric.fabric_ip(2)}/24"
+
+
+def test_up_stops_at_the_internet_with_one_offline_message(cluster):
+    """up() converges the VM layer and the shared home, then refuses the Kubernetes stage: the guests are
+    isolated. Nothing it leaves behind claims a provisioned cluster."""
+    wd = cluster.workdir
+    with pytest.raises(SubstrateUnavailable) as info:
+        cluster.up()
+    message = str(info.value)
+    assert message.startswith("offline:") and "restrict=on" in message and "Kubernetes" in message
+    assert "\n" not in message
+    for path in (wd.kubeconfig, wd.root / "target.yaml", wd.root / "k8s" / "provisioned.json"):
+        assert not path.exists(), path
+
+
+def test_file_written_on_node2_home_is_read_on_node3(cluster):
+    token = secrets.token_hex(8)
+    _ok(cluster, 2, f"echo {token} > ~/probe && sync")
+    assert _ok(cluster, 3, "cat ~/probe").strip() == token
+    assert _ok(cluster, 1, "cat /home/slurmflox/probe").strip() == token
+    assert "nfs" in _ok(cluster, 3, "findmnt -n -t nfs,nfs4 -o FSTYPE /home")
+
+
+def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfiles(cluster, say):
+    token = secrets.token_hex(8)
+    for n in range(1, NODES + 1):
+        _ok(cluster, n, f"echo {token} | sudo tee /var/tmp/state-marker >/dev/null && sync")
+    overlays = {n: cluster.vm(n).spec.overlay for n in range(1, NODES + 1)}
+    t0 = time.monotonic()
+    order = cluster.down()
+    say(f"down (reverse order {order}) took {time.monotonic() - t0:.0f}s")
+    assert order == [3, 2, 1]
+    assert all(cluster.vm(n).pid() is None for n in range(1, NODES + 1))
+    assert all(p.exists() for p in overlays.values())
+
+    # node3: a foreign pidfile (a live process that is not QEMU, even naming the overlay); node2: a stale one.
+    foreign = subprocess.Popen(["bash", "-c", "sleep 900", str(overlays[3])])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        cluster.vm(3).spec.pidfile.write_text(f"{foreign.pid}\n")
+        cluster.vm(2).spec.pidfile.write_text(f"{dead.pid}\n")
+        assert cluster.vm(3).pid() is None and cluster.vm(2).pid() is None
+        assert "stopped" in cluster.status()
+        cluster.up_vms()
+        for bt in cluster.boot_times:
+            say(f"node{bt.node}: relaunch to SSH-ready {bt.seconds:.0f}s")
+        assert all(bt.started for bt in cluster.boot_times)
+        assert foreign.poll() is None, "the process named by a foreign pidfile was signalled"
+    finally:
+        foreign.kill()
+        foreign.wait()
+    for n in range(1, NODES + 1):
+        assert _ok(cluster, n, "cat /var/tmp/state-marker").strip() == token  # overlay state kept
+        pid = cluster.vm(n).pid()
+        assert pid is not None and ProcessProof.alive(pid)
+    # the shared home comes back on its own (automount) after node1 restarted
+    assert len(_ok(cluster, 3, "cat ~/probe").strip()) == 16
+
+
+def test_destroy_and_strip_secrets_leave_none_of_the_listed_files(cluster):
+    wd = cluster.workdir
+    with pytest.raises(SubstrateUnavailable, match="run down before strip-secrets"):
+        cluster.strip_secrets()
+    pids = [cluster.vm(n).pid() for n in range(1, NODES + 1)]
+    cluster.destroy()
+    assert all(not ProcessProof.alive(p) for p in pids if p)
+    assert not wd.nodes.exists()
+    assert (wd.seed / "topology.json").exists()  # destroy keeps seeds (and caches)
+    removed = cluster.strip_secrets()
+    assert wd.ssh_key in removed and wd.seed in removed
+    for path in (wd.ssh_key, wd.ssh_pubkey, wd.munge_key, wd.kubeconfig, wd.seed, wd.nodes, wd.known_hosts):
+        assert not path.exists(), path
+    assert cluster.fabric.proof().trusted_pid() is None
