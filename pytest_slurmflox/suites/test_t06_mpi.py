@@ -33,20 +33,33 @@ def test_pmix_is_offered(submit):
     requirement(res.ok and "pmix" in res.stdout + res.stderr, "Slurm offers the pmix MPI plugin", res)
 
 
-def test_mpi_ranks_on_distinct_nodes(submit, target):
+def _probe(submit, target) -> str:
+    """An MPI program on the workers: compiled now with the worker's mpicc, else one the worker image ships."""
     outdir = target.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
     target.login.run(f"cat > {outdir}/mpi_hello.c", input=MPI_HELLO).check()
     build = submit.srun(
-        "-N1 -n1", f"bash -c 'command -v mpicc >/dev/null || exit 97; mpicc -o {outdir}/mpi_hello {outdir}/mpi_hello.c'"
+        "-N1 -n1",
+        f"bash -c 'command -v mpicc >/dev/null || exit 97; mpicc -o {outdir}/mpi_hello {outdir}/mpi_hello.c'",
     )
-    if build.exit_status == 97:
-        pytest.skip("missing capability mpicc: the worker runtime has no MPI compiler to build the probe")
-    requirement(build.ok, "the MPI probe compiles on a worker", build)
-    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", f"{outdir}/mpi_hello", timeout=240)
-    lines = sorted(line for line in run.stdout.splitlines() if line.startswith("rank="))
-    hosts = {line.split("host=")[1] for line in lines}
+    if build.ok:
+        return f"{outdir}/mpi_hello"
+    shipped = submit.srun("-N1 -n1", "bash -c 'command -v mpi-hello'")
+    if shipped.ok and shipped.stdout.strip():
+        return shipped.stdout.strip()
+    pytest.skip(
+        "missing capability mpi-probe: the workers can neither compile an MPI program (no working mpicc) nor "
+        "ship one (mpi-hello)"
+    )
+
+
+def test_mpi_ranks_on_distinct_nodes(submit, target):
+    program = _probe(submit, target)
+    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", program, timeout=240)
+    lines = sorted(line for line in run.stdout.splitlines() if "rank=" in line)
+    hosts = {line.split("host=")[1].split()[0] for line in lines}
+    ranks = sorted(line.split("rank=")[1].split()[0] for line in lines)
     requirement(
-        run.ok and len(lines) == 2 and all("size=2" in line for line in lines) and len(hosts) == 2,
-        "two ranks of one MPI world on two distinct workers",
+        run.ok and ranks == ["0", "1"] and all("size=2" in line for line in lines) and len(hosts) == 2,
+        f"two ranks of one MPI world ({program}) on two distinct workers",
         run,
     )

@@ -7,6 +7,8 @@ overlaps the other checks instead of adding to them.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pytest_slurmflox.submit import Jobs
@@ -65,7 +67,7 @@ def test_afterok_runs_after_success_and_never_after_failure(submit):
         states[good].state == "COMPLETED" and states[bad].state == "FAILED", "parents ended as scripted", str(states)
     )
     requirement(states[after_good].state == "COMPLETED", "afterok child ran after its parent succeeded", str(states))
-    never = submit.slurm.jobs([after_bad]).get(after_bad)
+    never = _wait_never_satisfied(submit, after_bad)
     requirement(
         never is not None
         and never.state in ("PENDING", "CANCELLED")
@@ -73,6 +75,18 @@ def test_afterok_runs_after_success_and_never_after_failure(submit):
         "afterok child of a failed parent never runs",
         str(never),
     )
+
+
+def _wait_never_satisfied(submit, job: str, timeout: float = 60.0):
+    """Slurm marks an impossible dependency on its next dependency pass; poll for that verdict (or a kill)."""
+    deadline = time.monotonic() + timeout
+    state = submit.slurm.jobs([job]).get(job)
+    while state is not None and state.state == "PENDING" and "NeverSatisfied" not in state.reason:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+        state = submit.slurm.jobs([job]).get(job)
+    return state
 
 
 def test_afternotok_runs_only_after_failure(submit):

@@ -1,7 +1,7 @@
 """T10: worker safety and isolation, and native worker-pool placement.
 
-Requirement: tasks run as the submitting user, never as root, and cannot read the worker's secrets (the Munge key,
-slurmd's spool); on Kubernetes the worker pods land only on the reserved, labelled and tainted nodes, which no
+Requirement: tasks run as the submitting user, never as root, and cannot read the worker's secrets (the Slurm or Munge
+authentication key, slurmd's credential state); on Kubernetes the worker pods land only on the reserved, labelled and tainted nodes, which no
 ordinary pod can use, and the infrastructure node carries neither label nor taint.
 """
 
@@ -23,16 +23,24 @@ def test_tasks_run_as_the_user_not_root(submit, workers, login):
     requirement(res.ok and uids == {me} and me != "0", f"every task runs as uid {me}", res)
 
 
+#: Where Slurm's authentication keys live: Munge's key, or auth/slurm's key and JWKS (Slurm 23.11+).
+AUTH_KEYS = ("/etc/munge/munge.key", "/etc/slurm/slurm.key", "/etc/slurm/slurm.jwks")
+
+
 def test_tasks_cannot_read_node_secrets(submit, workers):
+    keys = " ".join(AUTH_KEYS)
     script = (
-        "for f in /etc/munge/munge.key /etc/slurm/slurmdbd.conf; do "
-        "if [ -e $f ]; then if head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; else echo denied:$f; fi; fi; done; "
-        "if ls /var/lib/slurm/slurmd >/dev/null 2>&1 && ls /var/lib/slurm/slurmd/cred_state* >/dev/null 2>&1; "
-        "then echo READABLE:spool; fi; echo checked"
+        f"for f in {keys}; do if [ -e $f ]; then if head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; "
+        "else echo denied:$f; fi; fi; done; "
+        "spool=$(scontrol show config | sed -n 's/^SlurmdSpoolDir *= *//p'); "
+        "for f in $spool/cred_state*; do if [ -f $f ] && head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; fi; "
+        "done; echo checked"
     )
     res = on_each(submit, workers, script)
     requirement(res.ok and res.stdout.count("checked") == len(workers), "the probe ran on every worker", res)
-    requirement("denied:/etc/munge/munge.key" in res.stdout, "the Munge key exists and is denied to tasks", res)
+    requirement(
+        res.stdout.count("denied:") >= len(workers), "each worker holds an authentication key, denied to tasks", res
+    )
     requirement("READABLE" not in res.stdout, "no node secret is readable by a task", res)
 
 
