@@ -734,6 +734,10 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ReportPlugin(config, paths), "slurmflox-report")
 
 
+def _marks(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 class SuitePlugin:
     """Runs in every process (xdist workers too): teaches the redactor the deployment's secrets, keeps TW checks
     from existing without a corpus, and reports the live target's facts once per process."""
@@ -750,8 +754,20 @@ class SuitePlugin:
             state.evidence.redact.add_file(path)
 
     @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector: Any, name: str, obj: object) -> list[Any] | None:
+        """Without --slurmflox-workloads a TW test function yields no items at all: not SKIPped, not deselected,
+        not even counted as collected (the TW group does not exist in such a run)."""
+        from .plugin import get_option
+
+        if not callable(obj) or not name.startswith("test") or get_option(self.config, "slurmflox_workloads"):
+            return None
+        module = getattr(collector, "module", None)
+        marks = [*_marks(getattr(module, "pytestmark", [])), *_marks(getattr(obj, "pytestmark", []))]
+        return [] if any(mark.name == "TW" for mark in marks) else None
+
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Without --slurmflox-workloads the TW checks are removed outright: not SKIPped, not deselected."""
+        """Backstop for TW checks marked in ways the collector hook cannot see (e.g. by a conftest)."""
         from .plugin import get_option
 
         if not get_option(self.config, "slurmflox_workloads"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,12 @@ def test_tw_checks_do_not_exist_without_a_corpus_and_one_per_script_with_one(tmp
     assert without.returncode == 0, without.stdout + without.stderr
     assert "test_tw_workloads" not in without.stdout and "TW" not in without.stdout
     assert "skipped" not in without.stdout  # not a SKIP either
+    # ... and not a phantom item: everything counted as collected is either selected or deselected
+    match = re.search(r"(\d+)/(\d+) tests collected \((\d+) deselected\)", without.stdout)
+    assert match, without.stdout[-500:]
+    selected, total, deselected = map(int, match.groups())
+    listed = [line for line in without.stdout.splitlines() if "::" in line]
+    assert selected == len(listed) and selected + deselected == total
     with_corpus = _collect(f"--slurmflox-workloads={_corpus(tmp_path)}", cwd=tmp_path)
     assert with_corpus.returncode == 0, with_corpus.stdout + with_corpus.stderr
     tw = [line for line in with_corpus.stdout.splitlines() if "test_tw_workloads.py::" in line]
