@@ -180,3 +180,11 @@ def test_nodeset_pool_reads_revision_and_workers_from_kubernetes_json():
         "node2",
     )
     assert owned_by(pod, "NodeSet", "slurm-worker-compute") and not owned_by(pod, "NodeSet", "other")
+
+
+def test_a_failed_download_is_reported_as_offline_not_as_a_broken_step():
+    from pytest_slurmflox.substrates.qemu.provision import offline_line
+
+    out = "Kubernetes 1.36\nErrors during downloading metadata:\ncurl: (6) Could not resolve host: pkgs.k8s.io\n"
+    assert offline_line(out) == "curl: (6) Could not resolve host: pkgs.k8s.io"
+    assert offline_line("kubeadm: error execution phase preflight: port 6443 is in use") is None

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -37,15 +38,19 @@ NODES = 3
 
 @pytest.fixture(scope="module")
 def say(request):
-    """Progress and measurements straight to the terminal (pytest captures print and fd 1/2 by default)."""
+    """Progress and measurements straight to the terminal, past pytest's output capture."""
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    lock = threading.Lock()  # the substrate reports from its SSH-wait threads too
 
     def write(message: str) -> None:
-        if reporter is not None:
-            reporter.write_line(f"[qemu {time.strftime('%H:%M:%S')}] {message}")
+        line = f"[qemu {time.strftime('%H:%M:%S')}] {message}"
+        if reporter is None or capture is None:
+            print(line)
+            return
+        with lock, capture.global_and_fixture_disabled():
+            reporter.write_line(line)
             reporter.flush()
-        else:
-            print(f"[qemu] {message}")
 
     return write
 
@@ -129,6 +134,15 @@ def test_three_vms_boot_and_answer_ssh_on_loopback(cluster, say):
         assert pid is not None
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert any(b"restrict=on" in a and f"127.0.0.1:{cluster.vm(n).spec.ssh_port}-:22".encode() in a for a in argv)
+    status = cluster.status()
+    assert status.count(": running,") == NODES, status
+    guest = cluster.guest(1)
+    try:  # the primitive provisioning uses to place files as root (atomically, with a mode)
+        guest.put("/etc/slurmflox/probe.yaml", "a: 1\n", mode="0600").check()
+        assert guest.root("stat -c '%a %U' /etc/slurmflox/probe.yaml").check().stdout.strip() == "600 root"
+        assert guest.root("cat /etc/slurmflox/probe.yaml").check().stdout == "a: 1\n"
+    finally:
+        guest.close()
 
 
 def test_guests_cannot_reach_out(cluster):

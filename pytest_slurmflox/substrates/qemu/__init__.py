@@ -142,6 +142,8 @@ class QemuSubstrate:
         """Everything the VM layer needs, checked before anything is written."""
         qemu = find_qemu()
         accel = choose_accel(self.accel_request)
+        if shutil.which("vde_switch") is None:
+            raise SubstrateUnavailable("vde_switch is not installed: the VM fabric needs it (apt-get install vde2)")
         seed.check_topology(self.workdir, self.settings.nodes)
         boot = self.boot_spec().verify()
         return qemu, accel, boot
@@ -200,6 +202,7 @@ class QemuSubstrate:
 
     def shared_home(self) -> None:
         """node1 exports /home over NFS to the fabric; nodes 2..N mount it. Packages only if missing."""
+        t0 = time.monotonic()
         nodes = self.settings.nodes
         g1 = self.guest(1)
         try:
@@ -207,14 +210,19 @@ class QemuSubstrate:
             g1.script("nfs-server.sh", fabric.FABRIC_NETWORK).check()
         finally:
             g1.close()
-        for n in range(2, nodes + 1):
+        self.progress(f"node1: /home exported ({time.monotonic() - t0:.0f}s)")
+
+        def client(n: int) -> None:
             g = self.guest(n)
             try:
                 g.script("ensure-packages.sh", *self._nfs_packages(g, server=False)).check()
                 g.script("nfs-client.sh", fabric.fabric_ip(1)).check()
             finally:
                 g.close()
-        self.progress(f"/home exported by node1, mounted on node2..node{nodes}")
+
+        with ThreadPoolExecutor(max_workers=max(1, nodes - 1)) as pool:
+            list(pool.map(client, range(2, nodes + 1)))
+        self.progress(f"/home exported by node1, mounted on node2..node{nodes} ({time.monotonic() - t0:.0f}s)")
 
     @staticmethod
     def _nfs_packages(guest: Guest, *, server: bool) -> list[str]:

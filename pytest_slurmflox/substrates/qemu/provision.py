@@ -43,6 +43,11 @@ OFFLINE_SIGNS = (
 )
 
 
+def offline_line(output: str) -> str | None:
+    """The first output line that says the network was missing, or None."""
+    return next((line.strip() for line in output.splitlines() if any(x in line for x in OFFLINE_SIGNS)), None)
+
+
 def run_step(sub: QemuSubstrate, step: Step) -> bool:
     """Run one step; raise on failure unless the step is soft (then warn). True if it succeeded."""
     sub.progress(f"[{fabric.hostname(step.node)}] {step.title}")
@@ -62,11 +67,10 @@ def run_step(sub: QemuSubstrate, step: Step) -> bool:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         sub.progress(f"WARNING: {step.title} failed (exit {result.exit_status}); continuing: {' | '.join(tail)}")
         return False
-    text = result.stdout + result.stderr
-    if any(sign in text for sign in OFFLINE_SIGNS):
+    sign = offline_line(result.stdout + result.stderr)
+    if sign is not None:
         raise SubstrateUnavailable(
-            f"offline: {step.title} on {fabric.hostname(step.node)} could not download what it needs "
-            f"({next(line for line in text.splitlines() if any(x in line for x in OFFLINE_SIGNS)).strip()})"
+            f"offline: {step.title} on {fabric.hostname(step.node)} could not download what it needs ({sign})"
         )
     raise SubstrateUnavailable(f"{step.title} failed on {fabric.hostname(step.node)}:\n{result.describe()}")
 
