@@ -49,6 +49,8 @@ NODE_PACKAGES = (
     "openmpi-bin",
     "libopenmpi-dev",
     "libpmix-dev",
+    "gcc",  # mpicc needs a compiler: the suites build their MPI probe on a worker
+    "libc6-dev",
     "openssh-server",
     "openssh-client",
     "hostname",
@@ -141,6 +143,12 @@ rm -f "$root"/etc/ssh/ssh_host_* "$root/etc/munge/munge.key" "$root/etc/slurm/sl
 : > "$root/etc/machine-id"
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
 mkdir -p "$root/flox/store" "$root/opt/slurmflox" "$root/etc/slurm/flox-task-prolog"
+# Fail the build, not a later test, if a runtime library or the MPI toolchain is missing.
+if chroot "$root" ldd /usr/lib/x86_64-linux-gnu/libnss_slurm.so.2 | grep -q "not found"; then
+    echo "E: libnss_slurm.so.2 has unresolved libraries in the node image" >&2
+    exit 1
+fi
+chroot "$root" sh -c 'command -v mpicc && command -v gcc && command -v slurmd && command -v sackd' >/dev/null
 """
 
 

@@ -34,6 +34,20 @@ class LocalWorkerPool:
     def workers(self) -> list[WorkerInfo]:
         return self.substrate.worker_infos()
 
+    def revision_for(self, settings: Settings) -> str:
+        """The revision ``settings`` deploy here: the local node image digest stands in for WORKER_IMAGE."""
+        return self.substrate.revision_for(settings)
+
+    def profile_revision(self, name: str) -> str | None:
+        """Read worker ``name``'s task profile revision inside the node (not through Slurm)."""
+        res = self.substrate.node_runner(name).run("cat /run/flox-task-profile/current/revision", timeout=15)
+        text = res.stdout.strip()
+        return text if res.ok and text else None
+
+    def restart(self, name: str) -> None:
+        """Restart worker ``name`` (the whole node: profile initializer, then slurmd registers again)."""
+        self.substrate.restart_worker(name)
+
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         return self.substrate.start_isolated_worker(name, flox_ref)

@@ -58,7 +58,7 @@ bind_ro "$STORE_DIR" "$M/flox/store"
 mkdir -p "$M/run/slurmflox/ctl"
 mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
 install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
-if [ "$AUTH" = munge ]; then install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"; fi
+install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"
 if [ "$NODE_ROLE" = login ]; then
     install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
     install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
@@ -94,9 +94,11 @@ stop_all() {
 trap stop_all TERM INT
 
 mkdir -p /var/log/slurm /run/slurm
-if [ "$AUTH" = munge ]; then
+# munged signs and checks job credentials (CredType=cred/munge) on every node.
+if :; then
     mkdir -p /run/munge /var/lib/munge /var/log/munge
     install -o munge -g munge -m 0400 /run/slurmflox/munge.key /etc/munge/munge.key
+    chmod 0755 /etc/munge  # the key stays 0400 munge; its presence is visible (and provably denied) to tasks
     chown munge:munge /run/munge /var/lib/munge /var/log/munge
     chmod 0755 /run/munge
     setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground --num-threads=2 \
@@ -132,7 +134,7 @@ worker)
         /bin/bash /opt/slurmflox/task-profile-init.sh >/run/slurmflox/ctl/init.log 2>&1; then
         fail "task-profile initializer failed in $SLURMFLOX_ENVIRONMENT: $(tail -n 1 /run/slurmflox/ctl/init.log)"
     fi
-    mkdir -p /var/lib/slurm/slurmd
+    mkdir -p /var/lib/slurm/slurmd  # slurmd itself enforces 0755 on it (its cred_state inside is 0600)
     phase starting slurmd
     /usr/sbin/slurmd -D -Z --conf "$WORKER_CONF" >>/var/log/slurm/slurmd.out 2>&1 &
     pids+=($!)

@@ -230,9 +230,8 @@ class LocalSubstrate:
         t_img = time.monotonic()
         s = self.settings
         self.local.mkdir(parents=True, exist_ok=True)
-        if AUTH == "munge":
-            keys.ensure_shared_key(self.workdir.munge_key)
-        else:  # the auth/slurm shared key, root-only, inside the config dir the nodes mount at /etc/slurm
+        keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
+        if AUTH == "slurm":  # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
             keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
@@ -670,6 +669,28 @@ class LocalSubstrate:
                 )
             )
         return infos
+
+    @_exclusive
+    def restart_worker(self, name: str) -> None:
+        """Restart one worker with the runtime it is pinned to (cohort settings, or its isolated reference)."""
+        img = self.ensure_image()
+        state = self.read_state()
+        isolated = state.get("isolated", {})
+        if name not in isolated and name not in state.get("workers", []):
+            raise KeyError(f"{name} is not a worker of this cluster")
+        ref = isolated[name]["environment"] if name in isolated else self.settings.worker_flox_ref
+        files_hash = self._write_files(img, {n: v["address"] for n, v in isolated.items()})
+        revision = state.get("revision") if name not in isolated else self.revision_for(self.settings)
+        self._converge_worker(
+            name,
+            self.settings,
+            ref,
+            self._common_boot(img),
+            img,
+            files_hash,
+            revision or self.revision_for(self.settings),
+            force=True,
+        )
 
     @_exclusive
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
