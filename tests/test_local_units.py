@@ -87,7 +87,8 @@ def test_slurm_conf_has_the_worker_contract():
     assert "SlurmctldHost=ctl(10.77.0.2)" in lines
     assert f"Nodeset=workers Feature={slurmconf.WORKER_FEATURE}" in lines
     assert any(line.startswith("PartitionName=all Nodes=workers") for line in lines)
-    assert {"AuthType=auth/slurm", "CredType=cred/munge", "AuthInfo=use_client_ids,socket=/run/munge/munge.socket.2"} <= lines
+    auth = {"AuthType=auth/slurm", "CredType=cred/munge", "AuthInfo=use_client_ids,socket=/run/munge/munge.socket.2"}
+    assert auth <= lines
     assert "ProctrackType=proctrack/pgid" in lines
     with pytest.raises(ValueError):
         slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2", auth="none"))
