@@ -291,6 +291,24 @@ def test_apply_gatk_exports_and_nested_path(cluster, login):
     assert gatk == f"gatk (local stand-in) prefix={prefix}"
 
 
+def test_replicas_grow_and_shrink_without_touching_the_rest(cluster, login):
+    sub = cluster["sub"]
+    before = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    base = sub.settings
+    try:
+        sub.settings = base.replace(compute_replicas=3)
+        sub.up()
+        res = _ok(login.run("srun -N3 -n3 hostname", timeout=120))
+        assert sorted(res.stdout.split()) == ["worker1", "worker2", "worker3"]
+        assert [w.name for w in sub.pool().workers()] == ["worker1", "worker2", "worker3"]
+    finally:
+        sub.settings = base
+        sub.up()
+    assert not sub.node("worker3").dir.exists() and sub.fabric.node_ns("worker3") not in sub.fabric.ours()
+    assert "worker3" not in _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
+    assert {n: sub.node(n).record().pid for n in before} == before
+
+
 def test_down_then_up_keeps_state(cluster, login):
     sub = cluster["sub"]
     marker = f"/home/{sub.settings.test_user}/kept-{os.getpid()}"

@@ -267,3 +267,11 @@ def test_dpkg_lock_is_waited_for_not_failed(tmp_path):
     finally:
         holder2.kill()
         holder2.wait()
+
+
+def test_suite_without_sackd_is_refused_before_building(tmp_path):
+    from pytest_slurmflox.substrates.local import image
+
+    with pytest.raises(SubstrateUnavailable, match="bookworm"):
+        image.ensure_image("bookworm", "http://mirror.invalid/debian", lambda _l: None, cache=tmp_path)
+    assert not any(tmp_path.iterdir())

@@ -37,6 +37,8 @@ Progress = Callable[[str], None]
 
 IMAGE_REPOSITORY = "slurmflox-node"
 DEFAULT_CACHE = Path("/var/cache/slurmflox")
+#: Suites whose Slurm has sackd and auth/slurm with AuthInfo=use_client_ids (bookworm's 22.05 has neither).
+SUPPORTED_SUITES = ("trixie", "sid")
 
 #: Packages of the node image (the order is irrelevant; the cache key uses the sorted list).
 NODE_PACKAGES = (
@@ -205,6 +207,11 @@ def cached_image(suite: str, cache: Path | None = None) -> NodeImage | None:
 
 def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None = None) -> NodeImage:
     """The node image for ``suite``: reuse the cache or build it (several minutes, with progress)."""
+    if suite not in SUPPORTED_SUITES:
+        raise SubstrateUnavailable(
+            f"image: suite {suite!r} ships a Slurm without sackd/auth-slurm client identities (needs >= 23.11); "
+            f"the local substrate supports {', '.join(SUPPORTED_SUITES)}"
+        )
     cache = cache or cache_root()
     base = cache / "images" / f"{suite}-{recipe_key(suite)}"
     base.parent.mkdir(parents=True, exist_ok=True)
