@@ -87,7 +87,7 @@ def test_target_file_describes_the_cluster(cluster):
     doc = yaml.safe_load((cluster["workdir"] / "target.yaml").read_text())
     assert doc == cluster["target"]
     assert doc["substrate"] == "local" and doc["kubernetes"] is None
-    assert doc["slurm"] == {"partition": "all", "version": "24.11.5"} or doc["slurm"]["version"].startswith("24.11")
+    assert doc["slurm"]["partition"] == "all" and re.fullmatch(r"24\.11\.\d+", doc["slurm"]["version"])
     assert re.fullmatch(r"slurmflox-node:trixie@sha256:[0-9a-f]{64}", doc["expect"]["image"])
     assert doc["expect"]["revision"] == sub.revision_for(sub.settings)
     assert doc["expect"]["settings"]["WORKER_FLOX_ENV"] == "local/demo"
