@@ -372,3 +372,15 @@ def test_ensure_packages_installs_nothing_that_is_present():
     )
     assert proc.returncode == 0, proc.stderr
     assert "installing" not in proc.stdout and "packages present: bash coreutils" in proc.stdout
+
+
+def test_status_and_destructive_verbs_follow_the_topology_on_disk(tmp_path):
+    wd = Workdir(tmp_path / "op")
+    (wd.seed).mkdir(parents=True)
+    (wd.seed / "topology.json").write_text('{"nodes": 2, "deployment_id": "x"}\n')
+    sub = QemuSubstrate(settings(nodes="3"), wd, print)
+    assert sub.node_count() == 2
+    status = sub.status()
+    assert "node1: stopped (no overlay" in status and "node2: stopped" in status and "node3" not in status
+    assert "running" not in status.split()
+    assert sub.down() == []  # nothing runs: nothing is signalled

@@ -135,7 +135,7 @@ def test_three_vms_boot_and_answer_ssh_on_loopback(cluster, say):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert any(b"restrict=on" in a and f"127.0.0.1:{cluster.vm(n).spec.ssh_port}-:22".encode() in a for a in argv)
     status = cluster.status()
-    assert status.count(": running,") == NODES, status
+    assert status.count(": running (") == NODES, status
     guest = cluster.guest(1)
     try:  # the primitive provisioning uses to place files as root (atomically, with a mode)
         guest.put("/etc/slurmflox/probe.yaml", "a: 1\n", mode="0600").check()
@@ -199,7 +199,8 @@ def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfi
         cluster.vm(3).spec.pidfile.write_text(f"{foreign.pid}\n")
         cluster.vm(2).spec.pidfile.write_text(f"{dead.pid}\n")
         assert cluster.vm(3).pid() is None and cluster.vm(2).pid() is None
-        assert "stopped" in cluster.status()
+        status = cluster.status()
+        assert status.count(": stopped (overlay present") == NODES, status
         cluster.up_vms()
         for bt in cluster.boot_times:
             say(f"node{bt.node}: relaunch to SSH-ready {bt.seconds:.0f}s")

@@ -33,6 +33,9 @@ from .vm import Accel, Vm, VmSpec, choose_accel, find_qemu
 
 __all__ = ["BootTime", "QemuSubstrate"]
 
+#: Written in the guest once its first boot (all of cloud-init) has finished.
+FIRST_BOOT_MARKER = "/var/lib/slurmflox/first-boot-done"
+
 
 @dataclass(frozen=True)
 class BootTime:
@@ -176,20 +179,15 @@ class QemuSubstrate:
             guest = self.guest(vm.spec.node)
             try:
                 guest.wait_ready(self.ssh_timeout, alive=lambda: vm.pid() is not None)
-            finally:
-                guest.close()
-            t0 = launched.get(vm.spec.node)
-            bt = BootTime(vm.spec.node, time.monotonic() - t0 if t0 else 0.0, t0 is not None)
-            self.progress(f"{vm.spec.name}: SSH ready" + (f" {bt.seconds:.0f}s after launch" if t0 else ""))
-            return bt
-
-        with ThreadPoolExecutor(max_workers=nodes) as pool:
-            self.boot_times = list(pool.map(wait, vms))
-        for vm in vms:
-            guest = self.guest(vm.spec.node)
-            try:
+                t0 = launched.get(vm.spec.node)
+                bt = BootTime(vm.spec.node, time.monotonic() - t0 if t0 else 0.0, t0 is not None)
+                self.progress(f"{vm.spec.name}: SSH ready" + (f" {bt.seconds:.0f}s after launch" if t0 else ""))
+                # A first boot is waited out completely (cloud-init's later stages still edit e.g. fstab);
+                # a marker written afterwards lets later boots skip the wait.
                 res = guest.run(
-                    "cloud-init status --wait >/dev/null 2>&1; cat /etc/slurmflox/nodes", timeout=self.ssh_timeout
+                    f"test -e {FIRST_BOOT_MARKER} || {{ cloud-init status --wait >/dev/null 2>&1; "
+                    f"sudo -n install -D -m 0644 /dev/null {FIRST_BOOT_MARKER}; }}; cat /etc/slurmflox/nodes",
+                    timeout=self.ssh_timeout,
                 )
             finally:
                 guest.close()
@@ -198,6 +196,10 @@ class QemuSubstrate:
                     f"{vm.spec.name} was seeded for NODES={res.stdout.strip()!r}, "
                     f"not {nodes}: destroy and remove {self.workdir.seed}"
                 )
+            return bt
+
+        with ThreadPoolExecutor(max_workers=nodes) as pool:
+            self.boot_times = list(pool.map(wait, vms))
         return self.boot_times
 
     def shared_home(self) -> None:
@@ -255,7 +257,8 @@ class QemuSubstrate:
         for n in range(1, self.node_count() + 1):
             vm = self.vm(n)
             disk = "overlay present" if vm.spec.overlay.exists() else "no overlay"
-            lines.append(f"  {vm.spec.name}: {vm.status()}, {disk}, ssh 127.0.0.1:{vm.spec.ssh_port}")
+            # the state stands alone as a word: callers look for "running" in status().split()
+            lines.append(f"  {vm.spec.name}: {vm.status()} ({disk}, ssh 127.0.0.1:{vm.spec.ssh_port})")
         marker = self.workdir.root / "k8s" / "provisioned.json"
         lines.append(f"  kubernetes: {'provisioned' if marker.exists() else 'not provisioned'}")
         if self.workdir.kubeconfig.exists():
