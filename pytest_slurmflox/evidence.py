@@ -39,10 +39,13 @@ class Redactor:
     """Replaces known secret values and secret-shaped text."""
 
     secrets: list[bytes] = field(default_factory=list)
+    #: (number of secrets, their forms longest first): redaction runs on every string of every report, so the
+    #: base64/hex forms are computed once per change, not once per call
+    _cache: tuple[int, tuple[str, ...]] = field(default=(0, ()), init=False, repr=False, compare=False)
 
     def add_value(self, value: bytes | str) -> None:
         raw = value.encode() if isinstance(value, str) else value
-        if len(raw.strip()) >= 8:
+        if len(raw.strip()) >= 8 and raw.strip() not in self.secrets:
             self.secrets.append(raw.strip())
 
     def add_file(self, path: Path) -> None:
@@ -66,9 +69,15 @@ class Redactor:
             yield base64.b64encode(secret).decode()
             yield secret.hex()
 
+    def _sorted_forms(self) -> tuple[str, ...]:
+        if self._cache[0] != len(self.secrets):
+            forms = tuple(sorted({f for f in self._forms() if len(f) >= 8}, key=len, reverse=True))
+            self._cache = (len(self.secrets), forms)
+        return self._cache[1]
+
     def __call__(self, text: str) -> str:
-        for form in sorted(set(self._forms()), key=len, reverse=True):
-            if len(form) >= 8 and form in text:
+        for form in self._sorted_forms():
+            if form in text:
                 text = text.replace(form, REDACTED)
         for shape, replacement in _SHAPES:
             text = shape.sub(replacement, text)

@@ -755,15 +755,16 @@ class SuitePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makeitem(self, collector: Any, name: str, obj: object) -> list[Any] | None:
-        """Without --slurmflox-workloads a TW test function yields no items at all: not SKIPped, not deselected,
-        not even counted as collected (the TW group does not exist in such a run)."""
+        """Without --slurmflox-workloads a TW acceptance check yields no items at all: not SKIPped, not
+        deselected, not even counted as collected (the TW group does not exist in such a run)."""
         from .plugin import get_option
 
         if not callable(obj) or not name.startswith("test") or get_option(self.config, "slurmflox_workloads"):
             return None
         module = getattr(collector, "module", None)
         marks = [*_marks(getattr(module, "pytestmark", [])), *_marks(getattr(obj, "pytestmark", []))]
-        return [] if any(mark.name == "TW" for mark in marks) else None
+        names = {getattr(mark, "name", None) for mark in marks}
+        return [] if {"TW", "acceptance"} <= names else None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -771,7 +772,7 @@ class SuitePlugin:
         from .plugin import get_option
 
         if not get_option(self.config, "slurmflox_workloads"):
-            items[:] = [i for i in items if i.get_closest_marker("TW") is None]
+            items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
