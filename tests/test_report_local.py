@@ -41,19 +41,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def local_cluster(workdir: Path) -> Iterator[dict]:
-    """A local-substrate cluster in ``workdir`` (SKIP naming what is missing); destroyed on exit."""
+def require_local_substrate() -> None:
+    """SKIP, naming what is missing, where the local substrate cannot run."""
     if os.geteuid() != 0:
         pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
-    from pytest_slurmflox.settings import resolve
     from pytest_slurmflox.substrates import SubstrateUnavailable
-    from pytest_slurmflox.substrates.local import LocalSubstrate, apt
+    from pytest_slurmflox.substrates.local import apt
 
     try:
         apt.require_root_debian()
     except SubstrateUnavailable as exc:
         pytest.skip(str(exc))
+
+
+@contextmanager
+def local_cluster(workdir: Path) -> Iterator[dict]:
+    """A local-substrate cluster in ``workdir`` (SKIP naming what is missing); destroyed on exit."""
+    require_local_substrate()
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
     port = _free_port()
     settings = resolve(cli={"WORKDIR": str(workdir), "LOGIN_SSH_PORT": str(port)}, substrate="local").settings
     sub = LocalSubstrate(settings, Workdir(workdir), lambda line: print(f"[local] {line}", flush=True))

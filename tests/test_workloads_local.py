@@ -24,16 +24,22 @@ exit 7
 
 
 def test_one_pass_one_fail_with_output_as_evidence(tmp_path_factory):
-    from test_report_local import local_cluster, pytest_run
+    """``pytest --slurmflox-up=local`` provisions a cluster in a temp work dir and runs the corpus in one go;
+    ``--slurmflox-destroy`` removes it again."""
+    from test_report_local import _free_port, pytest_run, require_local_substrate
 
+    require_local_substrate()
     corpus = tmp_path_factory.mktemp("corpus")
     (corpus / "passes.sh").write_text(PASSING)
     (corpus / "passes.sh.yaml").write_text(PASSING_SIDECAR)
     (corpus / "fails.sh").write_text(FAILING)
     cwd = tmp_path_factory.mktemp("run")
-    with local_cluster(tmp_path_factory.mktemp("workloads-local")) as cluster:
+    workdir = tmp_path_factory.mktemp("workloads-local")
+    try:
         proc = pytest_run(
-            f"--slurmflox-target={cluster['target']}",
+            "--slurmflox-up=local",
+            f"--slurmflox-workdir={workdir}",
+            f"--slurmflox-login-ssh-port={_free_port()}",
             "--pyargs",
             "pytest_slurmflox.suites",
             "--slurmflox-groups=TW",
@@ -43,10 +49,14 @@ def test_one_pass_one_fail_with_output_as_evidence(tmp_path_factory):
             "--slurmflox-run-id=wl",
             cwd=cwd,
         )
+    finally:
+        destroyed = pytest_run("--slurmflox-destroy", f"--slurmflox-workdir={workdir}", cwd=cwd, timeout=600)
+    assert destroyed.returncode == 0 and not (workdir / "target.yaml").exists(), destroyed.stdout[-2000:]
     paths = ReportPaths(cwd / "reports" / "wl")
     assert paths.evidence.is_file(), proc.stdout[-3000:]
     assert validate_evidence(paths.evidence) == [] and validate_junit(paths.junit) == []
     doc = json.loads(paths.evidence.read_text())
+    assert doc["run"]["target"]["Substrate"] == "local"
     checks = {c["nodeid"].rsplit("::", 1)[-1]: c for c in doc["checks"]}
     assert sorted(checks) == ["test_workload[fails.sh]", "test_workload[passes.sh]"]
     passed, failed = checks["test_workload[passes.sh]"], checks["test_workload[fails.sh]"]
