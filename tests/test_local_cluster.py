@@ -291,6 +291,27 @@ def test_apply_gatk_exports_and_nested_path(cluster, login):
     assert gatk == f"gatk (local stand-in) prefix={prefix}"
 
 
+def test_up_with_other_runtime_settings_leaves_the_cohort_to_the_lifecycle(cluster):
+    """`up` repairs the cluster but never swaps the runtime: that is pool.apply inside the barrier."""
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    sub = cluster["sub"]
+    pool = sub.pool()
+    deployed = pool.desired_revision()
+    pids = {n: sub.node(n).record().pid for n in ("worker1", "worker2")}
+    other = LocalSubstrate(
+        sub.settings.replace(worker_flox_env="local/demo", worker_flox_generation=1, worker_env_exports=()),
+        sub.workdir,
+        _progress,
+    )
+    target = other.up()
+    assert {n: sub.node(n).record().pid for n in pids} == pids
+    assert pool.desired_revision() == deployed
+    assert all(w.environment == "local/gatk:1" and w.revision == deployed for w in pool.workers())
+    assert target["expect"]["revision"] == other.pool().revision_for(other.settings) != deployed
+    sub.up()  # the module's substrate object still describes the deployed runtime: restore its target file
+
+
 def test_replicas_grow_and_shrink_without_touching_the_rest(cluster, login):
     sub = cluster["sub"]
     before = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}

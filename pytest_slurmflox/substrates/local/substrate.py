@@ -244,7 +244,11 @@ class LocalSubstrate:
         isolated = state.get("isolated", {})
         files_hash = self._write_files(img, {n: v["address"] for n, v in isolated.items()})
         common = self._common_boot(img)
-        revision = self.revision_for(s)
+        # `up` builds or repairs the cluster; it never changes the runtime of a deployed cohort. That is the
+        # lifecycle's job (pool.apply inside the maintenance barrier), exactly as on Kubernetes, where `up`
+        # installs the chart and the NodeSet rollout replaces workers. So workers (re)started here get the
+        # deployed runtime; only a first deployment takes the runtime from the settings.
+        deployed, revision = self._deployed_runtime(state)
         self.store.mkdir(parents=True, exist_ok=True)
         self.fabric.ensure_fabric()
 
@@ -259,7 +263,7 @@ class LocalSubstrate:
             if name.startswith("worker") and name not in wanted:
                 self._remove_worker(name)
         for name in wanted:
-            self._converge_worker(name, s, s.worker_flox_ref, common, img, files_hash, revision)
+            self._converge_worker(name, deployed, deployed.worker_flox_ref, common, img, files_hash, revision)
         login = self._node(LOGIN, LOGIN, address_for(3), self._login_boot())
         self._converge(login, common, img, files_hash)
         self._ensure_forwarder()
@@ -270,7 +274,7 @@ class LocalSubstrate:
                 "image": img.ref,
                 "revision": revision,
                 "replicas": s.compute_replicas,
-                "settings": self._worker_settings_raw(s, img.ref),
+                "settings": self._worker_settings_raw(deployed, img.ref),
                 "workers": wanted,
             }
         )
@@ -284,6 +288,18 @@ class LocalSubstrate:
             f"({time.monotonic() - t_img:.1f}s after the image, {time.monotonic() - t0:.1f}s total)"
         )
         return target
+
+    def _deployed_runtime(self, state: dict[str, Any]) -> tuple[Settings, str]:
+        """The worker runtime the cohort was last asked to run (state), else the settings' (first up)."""
+        raw = state.get("settings")
+        if not raw or not state.get("revision"):
+            return self.settings, self.revision_for(self.settings)
+        typed = {k.lower(): v for k, v in raw.items() if k in WORKER_KEYS and k != "WORKER_IMAGE"}
+        deployed = self.settings.replace(**typed)
+        revision = self.revision_for(deployed)
+        if revision != state["revision"]:  # the node image changed under the deployed runtime
+            self.progress(f"local: the node image changed; workers get {revision} (was {state['revision']})")
+        return deployed, revision
 
     def _worker_settings_raw(self, s: Settings, image_ref: str) -> dict[str, str]:
         raw = {key: to_raw(getattr(s, key.lower())) for key in WORKER_KEYS}
@@ -515,7 +531,6 @@ class LocalSubstrate:
     # ================================================================================== target
     def target(self) -> dict:
         s = self.settings
-        state = self.read_state()
         img = self.ensure_image()
         return {
             "version": 1,
@@ -540,10 +555,11 @@ class LocalSubstrate:
                 "supp_gid": s.test_supp_gid,
             },
             "expect": {
-                "revision": state.get("revision") or self.revision_for(s),
+                # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
+                "revision": self.revision_for(s),
                 "image": img.ref,
                 "replicas": s.compute_replicas,
-                "settings": state.get("settings") or self._worker_settings_raw(s, img.ref),
+                "settings": self._worker_settings_raw(s, img.ref),
             },
         }
 
