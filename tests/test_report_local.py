@@ -3,7 +3,7 @@ HTML renders in headless Chromium with the summary and the environment table, an
 none of the deployment's secrets (and does find one that is planted).
 
 The cluster is brought up in a temp work dir on a free loopback port and destroyed afterwards; the acceptance run
-is a separate pytest process pointed at the substrate's target file, as a customer would run it.
+is one ``pytest --slurmflox-up=local`` process (provision, then run the suites), as an operator runs it.
 """
 
 from __future__ import annotations
@@ -90,30 +90,39 @@ def pytest_run(
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("report-local")) as info:
-        yield info
-
-
-@pytest.fixture(scope="module")
-def acceptance_run(cluster, tmp_path_factory):
-    """The non-destructive acceptance suites against the cluster, with sign-off asked for."""
+def acceptance_run(tmp_path_factory):
+    """``pytest --slurmflox-up=local`` with the non-destructive suites and sign-off asked for, in a temp work dir on
+    a free port; the deployment's secrets are read before ``--slurmflox-destroy`` removes them."""
+    require_local_substrate()
+    workdir = tmp_path_factory.mktemp("report-local")
     cwd = tmp_path_factory.mktemp("run")
     reports = cwd / "reports"
     t0 = time.monotonic()
-    proc = pytest_run(
-        f"--slurmflox-target={cluster['target']}",
-        "--pyargs",
-        "pytest_slurmflox.suites",
-        "-m",
-        "acceptance",
-        "--slurmflox-signoff",
-        f"--slurmflox-reports={reports}",
-        "--slurmflox-run-id=local-acc",
-        cwd=cwd,
-    )
-    print(f"acceptance run took {time.monotonic() - t0:.1f}s, exit {proc.returncode}")
-    return {"proc": proc, "paths": ReportPaths(reports / "local-acc")}
+    try:
+        proc = pytest_run(
+            "--slurmflox-up=local",
+            f"--slurmflox-workdir={workdir}",
+            f"--slurmflox-login-ssh-port={_free_port()}",
+            "--pyargs",
+            "pytest_slurmflox.suites",
+            "--slurmflox-signoff",
+            f"--slurmflox-reports={reports}",
+            "--slurmflox-run-id=local-acc",
+            cwd=cwd,
+        )
+        print(f"up + acceptance run took {time.monotonic() - t0:.1f}s, exit {proc.returncode}")
+        secrets = {p: (p.read_bytes(), p.stat().st_mode) for p in secret_files(Workdir(workdir))}
+    finally:
+        destroyed = pytest_run("--slurmflox-destroy", f"--slurmflox-workdir={workdir}", cwd=cwd, timeout=600)
+    assert destroyed.returncode == 0, destroyed.stdout[-2000:]
+    keep = tmp_path_factory.mktemp("secrets")  # the scan reads files: keep copies (0600) outside the work dir
+    copies = []
+    for path, (data, _mode) in secrets.items():
+        copy = keep / f"{len(copies)}-{path.name}"
+        copy.touch(mode=0o600)
+        copy.write_bytes(data)
+        copies.append(copy)
+    return {"proc": proc, "paths": ReportPaths(reports / "local-acc"), "secrets": secrets, "copies": copies}
 
 
 def test_run_writes_three_valid_artifacts(acceptance_run):
@@ -150,14 +159,13 @@ def test_html_renders_summary_and_environment_in_chromium(acceptance_run):
     assert {"T1", "T3", "T5"} <= set(groups)
 
 
-def test_no_secret_of_the_deployment_reaches_any_artifact(cluster, acceptance_run, tmp_path):
+def test_no_secret_of_the_deployment_reaches_any_artifact(acceptance_run, tmp_path):
     paths = acceptance_run["paths"]
-    secrets = secret_files(Workdir(cluster["workdir"]))
-    names = {p.name for p in secrets}
+    names = {p.name for p in acceptance_run["secrets"]}
     assert "id_cluster" in names and ({"slurm.key", "munge.key"} & names), names
-    for path in secrets:
-        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others: {oct(path.stat().st_mode)}"
-    needles = secret_needles(secrets)
+    for path, (_data, mode) in acceptance_run["secrets"].items():
+        assert mode & 0o077 == 0, f"{path} is readable by others: {oct(mode)}"
+    needles = secret_needles(acceptance_run["copies"])
     artifacts = paths.artifacts()
     assert len(artifacts) >= 3
     assert scan_for_secrets(artifacts, needles) == []
@@ -165,8 +173,9 @@ def test_no_secret_of_the_deployment_reaches_any_artifact(cluster, acceptance_ru
     # the scan is not blind: plant the cluster key into a copy of the artifacts
     copy = tmp_path / "copy"
     shutil.copytree(paths.root, copy)
-    key = next(p for p in secrets if p.name in ("slurm.key", "munge.key"))
+    key = next(p for p in acceptance_run["copies"] if p.name.endswith(("slurm.key", "munge.key")))
     html = copy / "report.html"
     html.write_text(html.read_text() + base64.b64encode(key.read_bytes()).decode())
     leaks = scan_for_secrets(sorted(p for p in copy.rglob("*") if p.is_file()), needles)
-    assert [(leak.path.name, leak.label) for leak in leaks] == [("report.html", f"content of {key.name} (base64)")]
+    assert {leak.path.name for leak in leaks} == {"report.html"}  # (copies of the key elsewhere match too)
+    assert f"content of {key.name} (base64)" in {leak.label for leak in leaks}
