@@ -177,3 +177,13 @@ def test_check_requirement_id_is_group_and_node(verdict):
     assert doc["requirement_id"] == "T7:suites/test_T7.py::test_x"
     assert (doc["skip_reason"] is not None) == (verdict == SKIP)
     assert (doc["failure"] is not None) == (verdict == FAIL)
+
+
+def test_redactor_learns_secrets_after_first_use_and_ignores_duplicates():
+    redact = Redactor()
+    assert redact("nothing to hide here") == "nothing to hide here"  # fills the forms cache
+    redact.add_value("late-secret-value-123")
+    redact.add_value("late-secret-value-123")
+    assert len(redact.secrets) == 1
+    hexed = b"late-secret-value-123".hex()
+    assert redact(f"a late-secret-value-123 b {hexed}") == f"a {REDACTED} b {REDACTED}"
