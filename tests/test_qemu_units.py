@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -135,9 +137,11 @@ def test_node1_forwards_api_and_login_on_loopback_only(tmp_path):
 @pytest.fixture
 def bash_process(tmp_path):
     marker = str(tmp_path / "disk.qcow2")
-    proc = subprocess.Popen(["bash", "-c", "sleep 300", marker])
+    # two commands, so bash stays the process (a single command would be exec'ed in place of bash)
+    proc = subprocess.Popen(["bash", "-c", "sleep 300; :", marker], start_new_session=True)
     yield proc, marker
-    proc.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # bash and its sleep: the group we started
     proc.wait()
 
 

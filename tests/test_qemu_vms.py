@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -192,7 +193,7 @@ def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfi
     assert all(p.exists() for p in overlays.values())
 
     # node3: a foreign pidfile (a live process that is not QEMU, even naming the overlay); node2: a stale one.
-    foreign = subprocess.Popen(["bash", "-c", "sleep 900", str(overlays[3])])
+    foreign = subprocess.Popen(["bash", "-c", "sleep 900; :", str(overlays[3])], start_new_session=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
     try:
@@ -207,7 +208,7 @@ def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfi
         assert all(bt.started for bt in cluster.boot_times)
         assert foreign.poll() is None, "the process named by a foreign pidfile was signalled"
     finally:
-        foreign.kill()
+        os.killpg(foreign.pid, signal.SIGKILL)  # bash and its sleep: the group this test started
         foreign.wait()
     for n in range(1, NODES + 1):
         assert _ok(cluster, n, "cat /var/tmp/state-marker").strip() == token  # overlay state kept
