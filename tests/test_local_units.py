@@ -275,3 +275,25 @@ def test_suite_without_sackd_is_refused_before_building(tmp_path):
     with pytest.raises(SubstrateUnavailable, match="bookworm"):
         image.ensure_image("bookworm", "http://mirror.invalid/debian", lambda _l: None, cache=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("state", "ready"),
+    [
+        ("idle", True),
+        ("drained", True),
+        ("draining", True),
+        ("mixed", True),
+        ("allocated+", True),
+        ("idle*", False),
+        ("down", False),
+        ("down*", False),
+        ("unknown", False),
+        ("", False),
+        ("future", False),
+    ],
+)
+def test_worker_registration_states(state, ready):
+    from pytest_slurmflox.substrates.local.substrate import _registered
+
+    assert _registered(state) is ready

@@ -435,7 +435,9 @@ class LocalSubstrate:
                 if phase.startswith("failed"):
                     failed.append(f"{name}: {phase}")
             states = self._sinfo_states()
-            pending = [w for w in workers if states.get(w, "").rstrip("*~#") not in ("idle", "mixed", "allocated")]
+            # Registered and responding is ready for the substrate; drain state is the lifecycle's business
+            # (a rerun after an interrupted maintenance barrier finds the workers drained, and that is fine).
+            pending = [w for w in workers if not _registered(states.get(w, ""))]
             pending = [w for w in pending if not any(f.startswith(w + ":") for f in failed)]
             login_ok = login.phase() == "running" and self._ssh_banner()
             if not pending and login_ok:
@@ -738,6 +740,16 @@ class LocalSubstrate:
         self._remove_worker(name)
         isolated.pop(name)
         self.write_state({**state, "isolated": isolated})
+
+
+_NOT_REGISTERED = {"", "down", "unknown", "fail", "failing", "inval", "future", "not_responding", "unk"}
+
+
+def _registered(state: str) -> bool:
+    """A worker state from ``sinfo %T`` that means: registered and responding (any drain/allocation state)."""
+    if state.endswith("*"):  # not responding
+        return False
+    return state.rstrip("~#!%$@^-+").lower() not in _NOT_REGISTERED
 
 
 def _worker_key(name: str) -> int:
