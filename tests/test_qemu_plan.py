@@ -188,3 +188,18 @@ def test_a_failed_download_is_reported_as_offline_not_as_a_broken_step():
     out = "Kubernetes 1.36\nErrors during downloading metadata:\ncurl: (6) Could not resolve host: pkgs.k8s.io\n"
     assert offline_line(out) == "curl: (6) Could not resolve host: pkgs.k8s.io"
     assert offline_line("kubeadm: error execution phase preflight: port 6443 is in use") is None
+
+
+def test_prewarm_counts_persisted_and_process_environment_as_explicit(tmp_path, monkeypatch):
+    from pytest_slurmflox.state import WorkerRevisionFile
+    from pytest_slurmflox.substrates.qemu.provision import explicit_worker_keys
+
+    monkeypatch.delenv("WORKER_FLOX_ENV", raising=False)
+    wd = Workdir(tmp_path)
+    sub = QemuSubstrate(settings(), wd, print)
+    assert explicit_worker_keys(sub) == frozenset()
+    WorkerRevisionFile(wd.worker_revision_env).write({"WORKER_FLOX_ENV": "myorg/hpc"})
+    assert explicit_worker_keys(sub) == {"WORKER_FLOX_ENV"}
+    wd.worker_revision_env.unlink()
+    monkeypatch.setenv("WORKER_FLOX_ENV", "myorg/hpc")
+    assert explicit_worker_keys(sub) == {"WORKER_FLOX_ENV"}
