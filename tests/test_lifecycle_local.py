@@ -1,0 +1,136 @@
+"""Integration: the runtime lifecycle on a real local substrate.
+
+1. The destructive acceptance groups T11R, T11U, T11C and T11F run and pass (they restore the runtime afterwards).
+2. Chaos: ``up`` is killed (SIGKILL, through the SLURMFLOX_CHAOS_KILL_AT hook) at each maintenance-barrier step in
+   turn, with a runtime change pending; a job is queued while the cluster is in that state; a bare rerun must then
+   recover to a fully validated cohort with the partition UP, and the queued job must complete.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from acceptance_helpers import free_port, run_pytest
+
+from pytest_slurmflox.lifecycle import CHAOS_ENV, STEPS
+
+pytestmark = pytest.mark.integration
+
+
+def _up(home: Path, common: tuple[str, ...], env: dict[str, str] | None = None, timeout: float = 900):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("WORKER_", "SLURMFLOX_"))}
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--slurmflox-up=local",
+            "-m",
+            "not acceptance",
+            *common,
+        ],
+        cwd=home,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return proc, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
+    home = tmp_path_factory.mktemp("lifecycle")
+    workdir = home / "operator"
+    common = (f"--slurmflox-workdir={workdir}", f"--slurmflox-login-ssh-port={free_port()}")
+    proc, took = _up(home, common)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    print(f"provisioned in {took:.1f}s")
+    try:
+        yield home, workdir, common
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "--slurmflox-destroy", *common],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+
+def test_destructive_lifecycle_groups_pass(cluster):
+    home, _, common = cluster
+    run = run_pytest(home, "-m", "T11R or T11U or T11C or T11F", "-s", *common, timeout=1500)
+    print(run.output[-5000:])
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
+    passed = run.outcomes("passed")
+    for group in ("unchanged_revision", "incomplete_maintenance", "live_update", "cpu_revision", "failed_revision"):
+        assert any(group in p for p in passed), (group, passed)
+
+
+def _target(workdir: Path):
+    from pytest_slurmflox.target import connect, load_target
+
+    return connect(load_target(workdir / "target.yaml"))
+
+
+def test_killed_at_every_barrier_step_a_bare_rerun_recovers(cluster):
+    home, workdir, common = cluster
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    table: list[tuple[str, str, str, str]] = []
+    policy = "prepend"
+    for step in STEPS:
+        policy = "append" if policy == "prepend" else "prepend"
+        killed, _ = _up(home, common, {"WORKER_PATH_PRECEDENCE": policy, CHAOS_ENV: step})
+        assert killed.returncode == -9, (step, killed.returncode, killed.stdout[-3000:])
+        tgt = _target(workdir)
+        try:
+            job = tgt.slurm.sbatch(
+                "#!/bin/bash\necho queued-ok\n",
+                f"--job-name=sfx-chaos-{step}",
+                f"--partition={tgt.spec.partition}",
+                "--output=/dev/null",
+            )
+        finally:
+            tgt.close()
+        rerun, took = _up(home, common)
+        path = next(
+            (line.rsplit("(", 1)[-1].rstrip(")") for line in rerun.stdout.splitlines() if "up: cohort at" in line), "?"
+        )
+        assert rerun.returncode == 0, (step, rerun.stdout[-4000:], rerun.stderr[-2000:])
+        tgt = _target(workdir)
+        try:
+            part = tgt.slurm.partition_state().state
+            settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
+            pool = LocalSubstrate(settings, Workdir(workdir), lambda _l: None).pool()
+            workers = pool.workers()
+            desired = pool.desired_revision()
+            state = tgt.slurm.wait([job], timeout=120)[job].state
+        finally:
+            tgt.close()
+        spec_doc = yaml.safe_load((workdir / "target.yaml").read_text())
+        assert part == "UP", (step, part)
+        assert all(w.ready and w.revision == desired for w in workers), (step, workers)
+        assert all(pool.profile_revision(w.name) == desired for w in workers), step
+        assert spec_doc["expect"]["settings"]["WORKER_PATH_PRECEDENCE"] == policy, step
+        assert state == "COMPLETED", (step, state)
+        table.append((step, "killed", path, f"{took:.1f}s, queued job {state}"))
+    print("\nstep              | interrupted | rerun path | rerun")
+    for row in table:
+        print(f"{row[0]:17} | {row[1]:11} | {row[2]:10} | {row[3]}")
