@@ -136,7 +136,8 @@ def test_three_vms_boot_and_answer_ssh_on_loopback(cluster, say):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert any(b"restrict=on" in a and f"127.0.0.1:{cluster.vm(n).spec.ssh_port}-:22".encode() in a for a in argv)
     status = cluster.status()
-    assert status.count(": running (") == NODES, status
+    assert all(f"node{n}: running (overlay present" in status for n in range(1, NODES + 1)), status
+    assert "fabric switch: running" in status
     guest = cluster.guest(1)
     try:  # the primitive provisioning uses to place files as root (atomically, with a mode)
         guest.put("/etc/slurmflox/probe.yaml", "a: 1\n", mode="0600").check()
@@ -214,6 +215,8 @@ def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfi
         assert _ok(cluster, n, "cat /var/tmp/state-marker").strip() == token  # overlay state kept
         pid = cluster.vm(n).pid()
         assert pid is not None and ProcessProof.alive(pid)
+    for n in range(1, NODES + 1):  # one console log per node, appended across boots
+        assert cluster.vm(n).spec.console.read_bytes().count(b"Linux version") == 2
     # the shared home comes back on its own (automount) after node1 restarted
     assert len(_ok(cluster, 3, "cat ~/probe").strip()) == 16
 
