@@ -641,6 +641,10 @@ class LocalSubstrate:
     def replace_workers(self, settings: Settings) -> str:
         """Replace the whole cohort with ``settings``' runtime (each worker restarted); new revision."""
         img = self.ensure_image()
+        # Only the worker runtime keys come from `settings` (callers often build them from a target's
+        # expectations, with defaults elsewhere); ports, identity and COMPUTE_REPLICAS stay the deployment's.
+        runtime_keys = {k.lower(): getattr(settings, k.lower()) for k in WORKER_KEYS if k != "WORKER_IMAGE"}
+        settings = self.settings.replace(**runtime_keys)
         self.settings = settings
         state = self.read_state()
         files_hash = self._write_files(img, {n: v["address"] for n, v in state.get("isolated", {}).items()})
@@ -664,9 +668,27 @@ class LocalSubstrate:
             self._converge_worker(
                 name, settings, settings.worker_flox_ref, common, img, files_hash, revision, force=True
             )
-        if self.target_file.exists():
-            atomic_write(self.target_file, yaml.safe_dump(self.target(), sort_keys=False))
+        self._update_target_expect(settings)
         return revision
+
+    def _update_target_expect(self, settings: Settings) -> None:
+        """Point the target file's expectations at ``settings``' runtime, keeping everything else as written
+        by ``up`` (this object may have been built from settings that differ in non-runtime keys, e.g. a pool
+        made for a suite run: the login port or identity must not be rewritten from those)."""
+        try:
+            doc = yaml.safe_load(self.target_file.read_text())
+        except (OSError, yaml.YAMLError):
+            return
+        if not isinstance(doc, dict):
+            return
+        img = self.ensure_image()
+        doc["expect"] = {
+            **(doc.get("expect") or {}),
+            "revision": self.revision_for(settings),
+            "image": img.ref,
+            "settings": self._worker_settings_raw(settings, img.ref),
+        }
+        atomic_write(self.target_file, yaml.safe_dump(doc, sort_keys=False))
 
     def worker_infos(self) -> list[WorkerInfo]:
         state = self.read_state()
@@ -696,19 +718,15 @@ class LocalSubstrate:
         isolated = state.get("isolated", {})
         if name not in isolated and name not in state.get("workers", []):
             raise KeyError(f"{name} is not a worker of this cluster")
-        ref = isolated[name]["environment"] if name in isolated else self.settings.worker_flox_ref
+        # The deployed runtime (state), not this object's settings: another process may have moved the cohort.
+        deployed, revision = self._deployed_runtime(state)
+        if name in isolated:
+            ref, revision = isolated[name]["environment"], self.revision_for(self.settings)
+            deployed = self.settings
+        else:
+            ref = deployed.worker_flox_ref
         files_hash = self._write_files(img, {n: v["address"] for n, v in isolated.items()})
-        revision = state.get("revision") if name not in isolated else self.revision_for(self.settings)
-        self._converge_worker(
-            name,
-            self.settings,
-            ref,
-            self._common_boot(img),
-            img,
-            files_hash,
-            revision or self.revision_for(self.settings),
-            force=True,
-        )
+        self._converge_worker(name, deployed, ref, self._common_boot(img), img, files_hash, revision, force=True)
 
     @_exclusive
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
