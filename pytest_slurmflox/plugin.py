@@ -535,18 +535,24 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 # ------------------------------------------------------------------------------------------------ fixtures
 def _pool_factory(config: pytest.Config):
+    """The owner of the workers: the substrate's pool for a deployment of ours, the NodeSet (read-only: it can list
+    workers but not apply) for a customer's Kubernetes, none for a Slurm-only target."""
+
     def factory(spec: Any, kube: Any) -> Any:
-        if spec.substrate == "local" and spec.workdir is not None:
+        if spec.substrate in ("local", "qemu") and spec.workdir is not None:
             from .substrates import make_substrate
 
-            state = session_state(config)
-            resolved = resolve_settings(config, Workdir(spec.workdir), "local")
-            settings = dataclass_replace_workdir(resolved.settings, Workdir(spec.workdir))
-            return make_substrate("local", settings, Workdir(spec.workdir), _progress(config)).pool() if state else None
+            workdir = Workdir(spec.workdir)
+            resolved = resolve_settings(config, workdir, spec.substrate)
+            settings = dataclass_replace_workdir(resolved.settings, workdir)
+            substrate = make_substrate(spec.substrate, settings, workdir, _progress(config))
+            if spec.substrate == "local" or kube is not None:
+                return substrate.pool()
+            return None
         if kube is not None and spec.kubernetes is not None:
-            from .kube import NodeSetPool
+            from .substrates.qemu.pool import NodeSetPool
 
-            return NodeSetPool(kube, spec.kubernetes.nodeset)
+            return NodeSetPool(None, kube, spec.kubernetes.nodeset)  # type: ignore[arg-type]
         return None
 
     return factory
