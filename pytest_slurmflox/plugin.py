@@ -303,12 +303,15 @@ def _run_verbs(config: pytest.Config, verbs: list[str]) -> int:
     for verb in verbs:
         try:
             if verb == "slurmflox_strip_secrets":
+                removed = []
                 if state.workdir.read_deployment() is not None:
                     substrate = make_substrate(substrate_name, settings, state.workdir, say)
                     if "running" in substrate.status().lower().split():
                         say("error: the deployment is running; run --slurmflox-down first")
                         return pytest.ExitCode.USAGE_ERROR
-                removed = state.workdir.strip_secrets()
+                    own = getattr(substrate, "strip_secrets", None)  # a substrate may hold more secrets
+                    removed += own() if own else []
+                removed += state.workdir.strip_secrets()
                 say(f"strip-secrets: removed {len(removed)} path(s): " + ", ".join(str(p) for p in removed))
                 continue
             if state.workdir.read_deployment() is None:
