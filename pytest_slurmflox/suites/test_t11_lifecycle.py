@@ -154,8 +154,8 @@ def test_cpu_revision_readvertises_capacity_without_stale_records(lifecycle, tar
         res.ok and res.stdout.strip() == str(new_cpus),
         "a job gets the new capacity",
         res,
-        f"repaired records: {outcome.repaired}",
     )
+    print(f"T11C: CPUs {cpus} -> {new_cpus}; stale records repaired by the barrier: {outcome.repaired or 'none'}")
 
 
 @pytest.mark.T11F

@@ -371,8 +371,14 @@ class LocalSubstrate:
         revision: str,
         *,
         force: bool = False,
+        keep_record: bool = False,
     ) -> None:
-        """Boot a worker like a pod: realize the runtime, record annotations, start (init, then slurmd)."""
+        """Boot a worker like a pod: realize the runtime, record annotations, start (init, then slurmd).
+
+        ``keep_record`` leaves slurmctld's record of the node in place across the restart, as a NodeSet pod
+        replacement does: a changed CPU/memory declaration then meets the old record (the stale-record case the
+        lifecycle's repair step exists for) instead of a conveniently clean slate.
+        """
         address = self._address(name)
         annotations = {
             "name": name,
@@ -395,7 +401,8 @@ class LocalSubstrate:
         node = self._node(name, "worker", address, self._worker_boot(s, ref, realized, revision))
         if force and node.running():
             node.stop()
-            self._forget_slurm_node(name)
+            if not keep_record:
+                self._forget_slurm_node(name)
         atomic_write(
             node.annotations_file,
             json.dumps({**annotations, "realized_path": node.spec.boot["FLOX_ENV"]}, indent=2) + "\n",
@@ -666,7 +673,15 @@ class LocalSubstrate:
         for name in wanted:
             self.progress(f"local: replacing {name} with {settings.worker_flox_ref}")
             self._converge_worker(
-                name, settings, settings.worker_flox_ref, common, img, files_hash, revision, force=True
+                name,
+                settings,
+                settings.worker_flox_ref,
+                common,
+                img,
+                files_hash,
+                revision,
+                force=True,
+                keep_record=True,
             )
         self._update_target_expect(settings)
         return revision
