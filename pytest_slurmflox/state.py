@@ -104,7 +104,8 @@ class Workdir:
         return self.root / "known_hosts"
 
     def secret_paths(self) -> tuple[Path, ...]:
-        """What strip-secrets removes: SSH key pair, Munge key, kubeconfig, cloud-init seeds, VM disks."""
+        """What strip-secrets removes: SSH key pair, Munge key, kubeconfig, cloud-init seeds, VM disks, and the
+        local substrate's own credentials (its auth/slurm key and the login node's SSH host key)."""
         return (
             self.ssh_key,
             self.ssh_pubkey,
@@ -113,6 +114,9 @@ class Workdir:
             self.seed,
             self.nodes,
             self.known_hosts,
+            self.local / "conf" / "slurm.key",
+            self.local / "login" / "ssh_host_ed25519_key",
+            self.local / "login" / "ssh_host_ed25519_key.pub",
         )
 
     def strip_secrets(self) -> list[Path]:

@@ -50,7 +50,14 @@ def test_secret_files_are_0600_from_creation(tmp_path):
 
 def test_strip_secrets_removes_every_listed_path_and_is_repeatable(tmp_path):
     wd = Workdir(tmp_path)
-    for path in (wd.ssh_key, wd.ssh_pubkey, wd.munge_key, wd.kubeconfig):
+    for path in (
+        wd.ssh_key,
+        wd.ssh_pubkey,
+        wd.munge_key,
+        wd.kubeconfig,
+        wd.local / "conf" / "slurm.key",
+        wd.local / "login" / "ssh_host_ed25519_key",
+    ):
         write_secret(path, "x")
     (wd.seed / "node1").mkdir(parents=True)
     (wd.nodes / "node1.qcow2").parent.mkdir(parents=True)
