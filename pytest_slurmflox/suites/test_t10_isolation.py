@@ -1,8 +1,9 @@
 """T10: worker safety and isolation, and native worker-pool placement.
 
-Requirement: tasks run as the submitting user, never as root, and cannot read the worker's secrets (the Slurm or Munge
-authentication key, slurmd's credential state); on Kubernetes the worker pods land only on the reserved, labelled and tainted nodes, which no
-ordinary pod can use, and the infrastructure node carries neither label nor taint.
+Requirement: tasks run as the submitting user, never as root, and cannot read the worker's secrets (the Slurm or
+Munge authentication key, slurmd's credential state); on Kubernetes the worker pods land only on the reserved,
+labelled and tainted nodes, which no ordinary pod can use, and the infrastructure node carries neither label nor
+taint.
 """
 
 from __future__ import annotations
