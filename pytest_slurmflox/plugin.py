@@ -678,6 +678,13 @@ def expect(target: Any) -> Any:
     return target.expect
 
 
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest) -> list[Any]:
+    """The evidence records collected so far for the running check (every command its runners ran, redacted)."""
+    current = session_state(request.config).evidence.current
+    return current if current is not None else []
+
+
 @pytest.fixture(scope="session")
 def run_id(pytestconfig: pytest.Config) -> str:
     return session_state(pytestconfig).run_id
