@@ -112,8 +112,7 @@ def _profile_restore(file: str) -> str:
 def test_flipped_path_policy_fails_tp(deployment):
     flip = "-e 's/^prepend$/SWAP/' -e 's/^append$/prepend/' -e 's/^SWAP$/append/'"
     cmds = {
-        w: (_profile_edit("path-precedence", flip), _profile_restore("path-precedence"))
-        for w in ("worker1", "worker2")
+        w: (_profile_edit("path-precedence", flip), _profile_restore("path-precedence")) for w in ("worker1", "worker2")
     }
     run = _mutated(deployment, cmds, "-m", "TP", "-k", "srun and default")
     assert run.outcomes("failure"), run.output[-3000:]
@@ -155,3 +154,13 @@ def test_after_restoring_every_mutation_the_groups_pass_again(deployment):
     home, _, common, _ = deployment
     run = run_pytest(home, "-m", "T3 or T9 or T11", *common, timeout=600)
     assert run.outcomes("failure") == [] and run.outcomes("passed"), run.output[-3000:]
+
+
+def test_xdist_provisions_once_and_gives_the_serial_result(deployment):
+    """Under pytest-xdist the controller converges the deployment once; workers reuse its target."""
+    home, _, common, serial = deployment
+    run = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", "-n", "2", *common)
+    assert run.output.count("up: substrate local") == 1, run.output[-3000:]
+    assert "nothing to do" in run.output, run.output[-3000:]  # the rerun took the fast path
+    for outcome in ("passed", "skipped", "failure"):
+        assert run.outcomes(outcome) == serial.outcomes(outcome), (outcome, run.output[-4000:])
