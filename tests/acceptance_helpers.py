@@ -28,9 +28,37 @@ class Run:
         return sorted(k for k, (o, _) in self.cases.items() if o == outcome)
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without settings or plugin options, so a child run sees only its arguments."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("WORKER_", "SLURMFLOX_"))}
+
+
+def private_deployment(tmp_path_factory, name: str) -> tuple[Path, Path, tuple[str, ...]]:
+    """A home dir, its work dir and the options that keep a test deployment private (work dir, free port)."""
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
+    home = tmp_path_factory.mktemp(name)
+    workdir = home / "operator"
+    return home, workdir, (f"--slurmflox-workdir={workdir}", f"--slurmflox-login-ssh-port={free_port()}")
+
+
+def destroy(home: Path, common: tuple[str, ...]) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--slurmflox-destroy", *common],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return proc.stdout
+
+
 def run_pytest(cwd: Path, *args: str, timeout: float = 1500) -> Run:
     junit = cwd / f"junit-{time.monotonic_ns()}.xml"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKER_", "SLURMFLOX_"))}
+    env = clean_env()
     t0 = time.monotonic()
     proc = subprocess.run(
         [

@@ -8,13 +8,10 @@ group FAILS, and puts the property back. A suite that cannot fail is a defect.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import Run, free_port, run_pytest
+from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -23,25 +20,12 @@ PROFILE = "/run/flox-task-profile/current"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
-    home = tmp_path_factory.mktemp("acceptance")
-    workdir = home / "operator"
-    port = free_port()
-    common = (f"--slurmflox-workdir={workdir}", f"--slurmflox-login-ssh-port={port}")
+    home, workdir, common = private_deployment(tmp_path_factory, "acceptance")
     first = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", *common)
     try:
         yield home, workdir, common, first
     finally:
-        down = subprocess.run(
-            [sys.executable, "-m", "pytest", "--slurmflox-destroy", *common],
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        print(down.stdout[-2000:])
+        print(destroy(home, common)[-2000:])
 
 
 def test_acceptance_run_passes_everything_it_can_and_skips_the_rest_with_reasons(deployment):

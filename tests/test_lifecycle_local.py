@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import free_port, run_pytest
+from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.lifecycle import CHAOS_ENV, STEPS
 
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def _up(home: Path, common: tuple[str, ...], env: dict[str, str] | None = None, timeout: float = 900):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("WORKER_", "SLURMFLOX_"))}
+    base = clean_env()
     t0 = time.monotonic()
     proc = subprocess.run(
         [
@@ -50,25 +49,14 @@ def _up(home: Path, common: tuple[str, ...], env: dict[str, str] | None = None, 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
-    home = tmp_path_factory.mktemp("lifecycle")
-    workdir = home / "operator"
-    common = (f"--slurmflox-workdir={workdir}", f"--slurmflox-login-ssh-port={free_port()}")
+    home, workdir, common = private_deployment(tmp_path_factory, "lifecycle")
     proc, took = _up(home, common)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     print(f"provisioned in {took:.1f}s")
     try:
         yield home, workdir, common
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "--slurmflox-destroy", *common],
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        destroy(home, common)
 
 
 def test_destructive_lifecycle_groups_pass(cluster):
