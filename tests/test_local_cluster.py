@@ -257,6 +257,12 @@ def test_apply_replaces_the_cohort(cluster, login):
             break
         time.sleep(0.2)
     assert all(w.ready and w.revision == rev and w.environment == "local/demo:2" for w in pool.workers())
+    # The replacement keeps slurmctld's node records, as a NodeSet pod replacement does. With a changed CPU count
+    # those dynamic records are stale until deleted and registered again: the lifecycle barrier's repair step,
+    # done here by hand through the same two calls it makes.
+    for name in ("worker1", "worker2"):
+        sub.node_runner("ctl").run(f"scontrol delete nodename={name}", timeout=15)
+        pool.restart(name)
     for _ in range(100):
         res = login.run("sinfo -h -N -o '%N %T %c'")
         rows = [line.split() for line in res.stdout.splitlines()]
