@@ -14,27 +14,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
+from pytest_slurmflox.suites._support import PROFILE_FILES
 
 INIT = Path(__file__).resolve().parents[1] / "pytest_slurmflox" / "provision" / "task-profile-init.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 REV_A = "sha256:" + "a" * 64
 REV_B = "sha256:" + "b" * 64
 IMAGE = "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04@sha256:" + "f" * 64
-FILES = (
-    "schema",
-    "environment",
-    "activate-mode",
-    "image",
-    "realized-path",
-    "path-precedence",
-    "path",
-    "exports",
-    "revision",
-)
+FILES = PROFILE_FILES
 
 
 class Layout:
@@ -334,27 +325,7 @@ def test_readers_never_see_current_pointing_to_an_incomplete_profile(lay: Layout
 
 
 # ------------------------------------------------------------------------------------------ hostile values
-_line_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r"),
-    max_size=300,
-)
-_hostile = st.one_of(
-    _line_text,
-    st.sampled_from(
-        [
-            "$(touch {marker})",
-            "`touch {marker}`",
-            "x; touch {marker}",
-            "'; touch {marker}; '",
-            '"$(touch {marker})"',
-            "${IFS}$(touch {marker})",
-            "a\\",
-            "export EVIL=1",
-            "print pwned",
-        ]
-    ),
-    st.integers(min_value=1000, max_value=20000).map(lambda n: "L" * n),
-)
+_hostile = HOSTILE
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

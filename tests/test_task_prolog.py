@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hostile import HOSTILE, LINE_TEXT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -257,28 +258,7 @@ def test_unreadable_directory_argument_with_a_newline_stays_one_line(tmp_path: P
 
 
 # ------------------------------------------------------------------------------------------ hostile values
-_line_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r"),
-    max_size=300,
-)
-_hostile = st.one_of(
-    _line_text,
-    st.sampled_from(
-        [
-            "$(touch {marker})",
-            "`touch {marker}`",
-            "x; touch {marker}",
-            "'; touch {marker}; '",
-            '"$(touch {marker})"',
-            "${IFS}$(touch {marker})",
-            "a\\",
-            "print pwned",
-            "export EVIL=1",
-            "%s%n%x",
-        ]
-    ),
-    st.integers(min_value=1000, max_value=20000).map(lambda n: "V" * n),
-)
+_hostile = HOSTILE
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -308,8 +288,8 @@ def test_hostile_values_stay_one_literal_directive_and_never_run(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    before=_line_text,
-    after=_line_text,
+    before=LINE_TEXT,
+    after=LINE_TEXT,
     breaker=st.sampled_from(["\n", "\r", "\r\n"]),
 )
 def test_values_with_line_breaks_never_reach_a_task(tmp_path: Path, before: str, after: str, breaker: str) -> None:
