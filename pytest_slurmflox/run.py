@@ -76,7 +76,7 @@ class Runner(Protocol):
     ) -> Result: ...
 
 
-def _finish(
+def finish(
     observer: Observer | None, command: str, where: str, user: str, rc: int, out: str, err: str, t0: float
 ) -> Result:
     result = Result(command, where, user, rc, out, err, time.monotonic() - t0, started=time.time())
@@ -106,24 +106,34 @@ class LocalRunner:
         argv = [*self.prefix, "bash", "-c", command]
         full_env = None if env is None else {**os.environ, **env}
         t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                argv,
-                input=input,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                env=full_env,
-                cwd=self.cwd,
-                check=False,
-            )
-            rc, out, err = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc = 124
-            out = _text(exc.stdout)
-            err = _text(exc.stderr) + f"\n[timed out after {timeout}s]"
-        return _finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+        rc, out, err = run_process(argv, input=input, timeout=timeout, env=full_env, cwd=self.cwd)
+        return finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+
+
+def run_process(
+    argv: list[str],
+    *,
+    input: str | None = None,
+    timeout: float = 120.0,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a local process; a timeout is exit 124 with what it printed so far."""
+    try:
+        proc = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return 124, _text(exc.stdout), _text(exc.stderr) + f"\n[timed out after {timeout}s]"
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _text(data: bytes | str | None) -> str:
@@ -226,7 +236,7 @@ class SSHRunner:
                 break
             time.sleep(0.005)
         channel.close()
-        return _finish(
+        return finish(
             self.observer,
             command,
             self.where,

@@ -8,12 +8,11 @@ Enters the node's mount, UTS, IPC, network and PID namespaces and its root (``ns
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ...run import Observer, Result, _finish, _text
+from ...run import Observer, Result, finish, run_process
 
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -77,18 +76,8 @@ class NamespaceRunner:
             line = " ".join(f"export {k}={shlex.quote(v)};" for k, v in env.items()) + " " + command
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(
-                self.argv(line),
-                input=input,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                check=False,
-            )
-            rc, out, err = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc, out, err = 124, _text(exc.stdout), _text(exc.stderr) + f"\n[timed out after {timeout}s]"
+            argv = self.argv(line)
         except NodeNotRunning as exc:
-            rc, out, err = 255, "", str(exc)
-        return _finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+            return finish(self.observer, command, self.where, self.user, 255, "", str(exc), t0)
+        rc, out, err = run_process(argv, input=input, timeout=timeout)
+        return finish(self.observer, command, self.where, self.user, rc, out, err, t0)
