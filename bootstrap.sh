@@ -35,11 +35,27 @@ if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import ensurepip, venv' >/d
 fi
 
 if [ "${1:-}" = "test" ]; then
+    # openssh-server: the host-key tests start their own sshd on 127.0.0.1:<free port>. The package must not start
+    # or enable a host sshd on port 22: a policy-rc.d that refuses every service start is in place while it installs
+    # (Debian's invoke-rc.d policy interface; a policy-rc.d the machine already has is left as it is).
+    policy=/usr/sbin/policy-rc.d
+    own_policy=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+    fi
     apt_install mmdebstrap iproute2 util-linux e2fsprogs qemu-system-x86 qemu-utils cloud-image-utils vde2 \
-        shellcheck openssh-client chromium ca-certificates dpkg-dev
+        shellcheck strace openssh-client openssh-server chromium ca-certificates dpkg-dev
+    if [ -n "$own_policy" ]; then rm -f "$policy"; fi
+    # A systemd host would still have the unit enabled for the next boot: disable it (no-op without systemd).
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+    fi
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# The acceptance run needs the package alone; the project's tests also need its test extra (pytest-randomly among
+# them, which shuffles whatever pytest runs in this venv).
+if [ "${1:-}" = "test" ]; then extra='[test]'; else extra=''; fi
+.venv/bin/python -m pip install -q -e ".$extra"
 echo "bootstrap.sh: ready (.venv)"

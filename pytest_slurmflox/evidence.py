@@ -12,76 +12,10 @@ private key blocks, kubeconfig/bearer token fields and ``password=``-like assign
 
 from __future__ import annotations
 
-import base64
-import re
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from .run import Result
-
-REDACTED = "[REDACTED]"
-
-#: (pattern, replacement): secret-shaped text, whatever its value.
-_SHAPES = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S), REDACTED),
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[^\n]*(?:\n[A-Za-z0-9+/=]+)*"), REDACTED),
-    (
-        re.compile(r"((?:client-key-data|client-certificate-data|token|password|secret)\s*[:=]\s*)(\S+)", re.I),
-        r"\1" + REDACTED,
-    ),
-    (re.compile(r"(Authorization:\s*Bearer\s+)(\S+)", re.I), r"\1" + REDACTED),
-)
-
-
-@dataclass
-class Redactor:
-    """Replaces known secret values and secret-shaped text."""
-
-    secrets: list[bytes] = field(default_factory=list)
-    #: (number of secrets, their forms longest first): redaction runs on every string of every report, so the
-    #: base64/hex forms are computed once per change, not once per call
-    _cache: tuple[int, tuple[str, ...]] = field(default=(0, ()), init=False, repr=False, compare=False)
-
-    def add_value(self, value: bytes | str) -> None:
-        raw = value.encode() if isinstance(value, str) else value
-        if len(raw.strip()) >= 8 and raw.strip() not in self.secrets:
-            self.secrets.append(raw.strip())
-
-    def add_file(self, path: Path) -> None:
-        """Learn a secret file's content (and, for PEM/kubeconfig text, its credential lines)."""
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return
-        self.add_value(data)
-        text = data.decode(errors="replace")
-        for line in text.splitlines():
-            match = re.match(r"\s*(client-key-data|client-certificate-data|token|password)\s*:\s*(\S+)", line)
-            if match:
-                self.add_value(match.group(2))
-            elif len(line.strip()) >= 40 and re.fullmatch(r"[A-Za-z0-9+/=]+", line.strip()):
-                self.add_value(line.strip())  # PEM body lines
-
-    def _forms(self) -> Iterable[str]:
-        for secret in self.secrets:
-            yield secret.decode(errors="replace")
-            yield base64.b64encode(secret).decode()
-            yield secret.hex()
-
-    def _sorted_forms(self) -> tuple[str, ...]:
-        if self._cache[0] != len(self.secrets):
-            forms = tuple(sorted({f for f in self._forms() if len(f) >= 8}, key=len, reverse=True))
-            self._cache = (len(self.secrets), forms)
-        return self._cache[1]
-
-    def __call__(self, text: str) -> str:
-        for form in self._sorted_forms():
-            if form in text:
-                text = text.replace(form, REDACTED)
-        for shape, replacement in _SHAPES:
-            text = shape.sub(replacement, text)
-        return text
+from .secrets import Redactor
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ are written they are scanned for those secrets (:func:`scan_for_secrets`) and a 
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import html
@@ -36,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from .evidence import REDACTED, Redactor
+from .secrets import REDACTED, Leak, Needle, Redactor, scan_for_secrets, secret_needles
 from .state import Workdir, atomic_write
 
 SCHEMA_ID = "slurmflox-evidence/1"
@@ -412,80 +411,6 @@ def scrub(value: Any, redact: Redactor) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------ secrets
-@dataclass(frozen=True)
-class Needle:
-    """One byte string that must never appear in an artifact, and what it is (never the value itself)."""
-
-    label: str
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Leak:
-    path: Path
-    label: str
-
-
-_PEM_PRIVATE = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
-_KUBE_CRED = re.compile(r"^\s*(client-key-data|client-certificate-data|token|password)\s*:\s*(\S+)", re.M)
-
-
-def secret_needles(paths: Iterable[Path]) -> list[Needle]:
-    """What a scan looks for in every artifact, from the secret files themselves: each file's bytes (raw, base64,
-    hex), each line of a PEM/OpenSSH private key body, and each kubeconfig credential value."""
-    needles: list[Needle] = []
-
-    def add(label: str, data: bytes) -> None:
-        data = data.strip()
-        if len(data) >= 16:
-            needles.append(Needle(label, data))
-            needles.append(Needle(label + " (base64)", base64.b64encode(data)))
-            needles.append(Needle(label + " (hex)", data.hex().encode()))
-
-    for path in paths:
-        try:
-            data = path.read_bytes()
-        except (OSError, IsADirectoryError):
-            continue
-        add(f"content of {path.name}", data)
-        text = data.decode(errors="replace")
-        for number, line in enumerate(text.splitlines(), 1):
-            body = line.strip()
-            if len(body) >= 40 and re.fullmatch(r"[A-Za-z0-9+/=]+", body):
-                needles.append(Needle(f"{path.name} line {number}", body.encode()))
-        for match in _KUBE_CRED.finditer(text):
-            add(f"{path.name} {match.group(1)}", match.group(2).encode())
-    return needles
-
-
-def _views(data: bytes) -> list[bytes]:
-    """The file as stored, HTML-unescaped, JSON-unescaped and with data: URIs decoded."""
-    views = [data]
-    text = data.decode(errors="replace")
-    unescaped = html.unescape(text)
-    views.append(unescaped.encode())
-    views.append(unescaped.replace("\\n", "\n").replace('\\"', '"').replace("\\/", "/").encode())
-    for match in re.finditer(r"data:[^;,\"']*(?:;charset=[^;,\"']*)?;base64,([A-Za-z0-9+/=]+)", unescaped):
-        try:
-            views.append(base64.b64decode(match.group(1)))
-        except ValueError:
-            continue
-    return views
-
-
-def scan_for_secrets(files: Iterable[Path], needles: Iterable[Needle]) -> list[Leak]:
-    """Every (file, secret) where an artifact contains a secret or a private key block."""
-    needles = list(needles)
-    leaks: list[Leak] = []
-    for path in files:
-        views = _views(path.read_bytes())
-        found = {n.label for n in needles if any(n.data in v for v in views)}
-        if any(_PEM_PRIVATE.search(v) for v in views):
-            found.add("private key block")
-        leaks.extend(Leak(path, label) for label in sorted(found))
-    return leaks
-
-
 #: File names that hold credentials wherever they appear in a work dir (the local substrate keeps its Slurm auth
 #: key and the login node's host key under local/, the QEMU substrate kubeadm's keys under k8s/).
 _SECRET_NAME = re.compile(r"(.*\.key|id_[^.]+|ssh_host_.*_key|kubeconfig|admin\.conf|.*\.pem)")

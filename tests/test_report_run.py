@@ -236,6 +236,23 @@ def test_a_secret_planted_during_a_run_fails_the_run(pytester, site, monkeypatch
     assert res.ret != pytest.ExitCode.OK  # ... but the run fails on the leak
 
 
+@pytest.mark.parametrize("edge", [b" ", b"\n", b"\t"], ids=["leading space", "leading newline", "leading tab"])
+def test_a_secret_planted_after_an_earlier_in_process_run_is_found(pytester, site, monkeypatch, edge):
+    """The sequence that failed in CI (#18): an in-process run first, then a run that plants the base64 of a munge
+    key. The key is made to begin with a whitespace byte, the shape the scan used to miss (about 1 key in 20)."""
+    munge = site["secrets"][0]
+    munge.write_bytes(edge + os.urandom(1023))
+    first, _, _ = run(pytester, site, "r-before", "-k", "pass_with")
+    assert first.ret == pytest.ExitCode.OK and "secret scan clean" in first.stdout.str()
+    paths = ReportPaths(site["reports"] / "r-plant-after")
+    monkeypatch.setenv("SFX_PLANT", str(paths.root / "planted.txt"))
+    res, _, evidence = run(pytester, site, "r-plant-after", "-k", "plants_a_secret")
+    out = res.stdout.str()
+    assert evidence["run"]["verdict"] == SIGNED_OFF
+    assert "SECRET LEAK" in out and "planted.txt" in out and "content of munge.key (base64)" in out
+    assert "secret scan clean" not in out and res.ret != pytest.ExitCode.OK
+
+
 def test_reports_are_built_from_xdist_worker_reports(pytester, site):
     res, paths, evidence = run(pytester, site, "r-xdist", "-n", "2", "-k", "not leaky and not plants", subprocess=True)
     assert res.ret == pytest.ExitCode.TESTS_FAILED

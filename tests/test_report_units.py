@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-from pytest_slurmflox.evidence import REDACTED, Redactor
 from pytest_slurmflox.plugin import REQUIRED_GROUPS
 from pytest_slurmflox.report import (
     FAIL,
@@ -28,6 +27,7 @@ from pytest_slurmflox.report import (
     summary_html,
     summary_lines,
 )
+from pytest_slurmflox.secrets import REDACTED, Redactor
 
 
 def _check(group: str | None, verdict: str, name: str = "t", reason: str = "") -> Check:

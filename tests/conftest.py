@@ -1,0 +1,40 @@
+"""The project's own tests.
+
+- Every skip is printed at the end, and one not listed in ``skipguard.ALLOWED`` fails the run (#19).
+- pytest-randomly shuffles the unit and report tests (its seed is printed in the header: rerun with
+  ``-p randomly --randomly-seed=N`` to reproduce an order-dependent failure, #18). The integration and
+  kvm modules are scenarios against one cluster each (bring up, mutate, restore, destroy last), so within such a
+  module the written order is put back; the modules themselves still run in shuffled order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from skipguard import SkipGuard
+
+#: Modules whose tests are ordered steps against one deployment (their marks say so).
+SCENARIO_MARKS = ("integration", "kvm")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(SkipGuard(config), "slurmflox-skipguard")
+
+
+def _is_scenario(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(mark) for mark in SCENARIO_MARKS)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    written = {id(item): index for index, item in enumerate(items)}
+    yield
+    by_module: dict[str, list[int]] = {}
+    for position, item in enumerate(items):
+        if _is_scenario(item):
+            by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(position)
+    for positions in by_module.values():
+        in_written_order = sorted((items[p] for p in positions), key=lambda item: written[id(item)])
+        for position, item in zip(positions, in_written_order, strict=True):
+            items[position] = item
