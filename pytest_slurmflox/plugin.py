@@ -471,6 +471,17 @@ def _acceptance_requested(config: pytest.Config) -> bool:
     )
 
 
+NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
+
+
+def _selects_a_target_run(config: pytest.Config) -> bool:
+    """A slurmflox selection option (``--slurmflox-up``, ``--slurmflox-target``, ``--slurmflox-groups``) without
+    paths of the user's own runs acceptance checks only: in the checkout, testpaths would otherwise also collect
+    the project's tests. Paths the user names (``tests``, ``--pyargs pytest_slurmflox.suites``) are honoured."""
+    selecting = any(get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups"))
+    return selecting and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Acceptance checks run only when asked for; destructive groups only when named or allowed."""
     state = session_state(config)
@@ -493,14 +504,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     drop: list[pytest.Item] = []
     reasons: dict[str, int] = {}
     requested = _acceptance_requested(config)
-    operating = bool(get_option(config, "slurmflox_up") or get_option(config, "slurmflox_target"))
+    operating = _selects_a_target_run(config)
     for item in items:
         if item.get_closest_marker("acceptance") is None:
-            if operating:  # a run against a target runs acceptance checks only, never the project's own tests
+            if operating:  # a target run without paths runs acceptance checks only, never the project's tests
                 drop.append(item)
-                reasons["not an acceptance check (a target run)"] = (
-                    reasons.get("not an acceptance check (a target run)", 0) + 1
-                )
+                reasons[NOT_ACCEPTANCE] = reasons.get(NOT_ACCEPTANCE, 0) + 1
             else:
                 keep.append(item)
             continue
@@ -533,7 +542,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = session_state(config)
     for reason, count in state.deselected.items():
-        terminalreporter.write_line(f"slurmflox: {count} acceptance check(s) deselected: {reason}")
+        what = "test(s)" if reason == NOT_ACCEPTANCE else "acceptance check(s)"
+        terminalreporter.write_line(f"slurmflox: {count} {what} deselected: {reason}")
 
 
 # ------------------------------------------------------------------------------------------------ fixtures

@@ -93,6 +93,28 @@ def test_acceptance_checks_are_deselected_unless_asked_and_destructive_unless_na
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "unknown group(s) T99" in r.stderr.str()
 
 
+def test_a_selection_option_in_the_checkout_runs_only_the_suites_unless_tests_are_named(pytester: pytest.Pytester):
+    """The checkout's layout: testpaths = tests, suites. ``--slurmflox-groups=T3`` must not start the project's own
+    tests (which bring up private clusters); naming ``tests`` explicitly still runs them."""
+    pytester.makeini("[pytest]\ntestpaths = tests suites\n")
+    pytester.mkdir("tests")
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"tests/test_own": "def test_project_thing(): pass\n"})
+    pytester.makepyfile(
+        **{
+            "suites/test_t03": "import pytest\npytestmark = pytest.mark.acceptance\n"
+            "@pytest.mark.T3\ndef test_t3(): pass\n@pytest.mark.T5\ndef test_t5(): pass\n"
+        }
+    )
+    r = pytester.runpytest("-p", "no:randomly", "--slurmflox-groups=T3")
+    r.assert_outcomes(passed=1, deselected=2)
+    r.stdout.fnmatch_lines(["*1 test(s) deselected: not an acceptance check*", "*1 acceptance check(s) deselected*"])
+    pytester.runpytest("-p", "no:randomly", "--slurmflox-groups=T3", "tests", "suites").assert_outcomes(
+        passed=2, deselected=1
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1, deselected=2)
+
+
 def test_invalid_setting_is_a_usage_error_and_writes_nothing(pytester: pytest.Pytester):
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest(

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
-
-from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 from pytest_slurmflox.suites._support import PROFILE_FILES
 
-INIT = Path(__file__).resolve().parents[1] / "pytest_slurmflox" / "provision" / "task-profile-init.sh"
+from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
+
+INIT = Path(__file__).resolve().parents[1] / "provision" / "task-profile-init.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 REV_A = "sha256:" + "a" * 64
 REV_B = "sha256:" + "b" * 64

@@ -40,13 +40,30 @@ def wheel(tmp_path_factory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
+#: Where each shipped folder lives in the checkout: suites/ and provision/ at the top (mapped into the package by
+#: pyproject's package-dir), envs/ and schemas/ inside the package.
+SOURCES = {
+    "suites": REPO / "suites",
+    "provision": REPO / "provision",
+    "envs": PACKAGE / "envs",
+    "schemas": PACKAGE / "schemas",
+}
+
+
 def _source_files(sub: str) -> set[str]:
-    root = PACKAGE / sub
+    root = SOURCES[sub]
     return {
-        f"pytest_slurmflox/{p.relative_to(PACKAGE).as_posix()}"
+        f"pytest_slurmflox/{sub}/{p.relative_to(root).as_posix()}"
         for p in root.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
+
+
+def _source_of(wheel_name: str) -> Path:
+    parts = wheel_name.split("/")
+    if len(parts) > 2 and parts[1] in SOURCES:
+        return SOURCES[parts[1]].joinpath(*parts[2:])
+    return REPO / wheel_name
 
 
 def test_wheel_carries_suites_provision_envs_and_schemas(wheel):
@@ -54,7 +71,7 @@ def test_wheel_carries_suites_provision_envs_and_schemas(wheel):
         names = set(zf.namelist())
         for sub in ("suites", "provision", "envs", "schemas"):
             expected = _source_files(sub)
-            assert expected, f"nothing under pytest_slurmflox/{sub} in the checkout"
+            assert expected, f"nothing under {SOURCES[sub]} in the checkout"
             missing = sorted(expected - names)
             assert not missing, f"{sub}: missing from the wheel: {missing[:10]}"
         for module in ("plugin.py", "report.py", "workloads.py", "target.py", "evidence.py"):
@@ -63,7 +80,7 @@ def test_wheel_carries_suites_provision_envs_and_schemas(wheel):
         # executable bits survive (provision scripts and environment binaries run on nodes as they are)
         executables = 0
         for info in zf.infolist():
-            source = REPO / info.filename
+            source = _source_of(info.filename)
             shipped = info.filename.startswith(("pytest_slurmflox/provision/", "pytest_slurmflox/envs/"))
             if shipped and source.exists() and source.stat().st_mode & 0o111:
                 executables += 1

@@ -133,7 +133,7 @@ test_identity_files.__test__ = False  # type: ignore[attr-defined]  # not a pyte
 # ------------------------------------------------------------------------------------------ helpers
 def provision_script(name: str) -> str:
     """Text of one of our provision scripts, read from the installed package (wheel or checkout)."""
-    return (resources.files("pytest_slurmflox") / "provision" / name).read_text(encoding="utf-8")
+    return (resources.files("pytest_slurmflox.provision") / name).read_text(encoding="utf-8")
 
 
 def check_runtime_containers(settings: Settings) -> None:

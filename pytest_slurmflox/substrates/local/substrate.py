@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,7 +51,7 @@ from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 
 T = TypeVar("T")
-PROVISION = Path(__file__).resolve().parents[2] / "provision"
+PROVISION = resources.files("pytest_slurmflox.provision")
 CLUSTER_NAME = "slurmflox"
 CTL, LOGIN = "ctl", "login"
 NODE_IMAGE_PATH = "/flox/store"

@@ -21,11 +21,11 @@ from . import fabric
 
 def guest_script(name: str) -> str:
     """The text of ``provision/guest/<name>`` as shipped in the package."""
-    return resources.files("pytest_slurmflox").joinpath("provision", "guest", name).read_text()
+    return resources.files("pytest_slurmflox.provision").joinpath("guest", name).read_text()
 
 
 def guest_script_dir() -> Path:
-    return Path(str(resources.files("pytest_slurmflox").joinpath("provision", "guest")))
+    return Path(str(resources.files("pytest_slurmflox.provision").joinpath("guest")))
 
 
 class Guest:
