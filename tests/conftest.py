@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from skipguard import SkipGuard
 
@@ -26,15 +24,19 @@ def _is_scenario(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(mark) for mark in SCENARIO_MARKS)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
-    written = {id(item): index for index, item in enumerate(items)}
-    yield
+def _written_order(item: pytest.Item) -> tuple[int, tuple[int, ...]]:
+    """Where the test is defined in its module (line, then parameter index): the scenario's order."""
+    callspec = getattr(item, "callspec", None)
+    return item.location[1] or 0, tuple(callspec.indices.values()) if callspec is not None else ()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle (a tryfirst wrapper, before its yield)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     by_module: dict[str, list[int]] = {}
     for position, item in enumerate(items):
         if _is_scenario(item):
             by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(position)
     for positions in by_module.values():
-        in_written_order = sorted((items[p] for p in positions), key=lambda item: written[id(item)])
+        in_written_order = sorted((items[p] for p in positions), key=_written_order)
         for position, item in zip(positions, in_written_order, strict=True):
             items[position] = item

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 CONFTEST = """
@@ -44,3 +46,22 @@ def test_a_failing_run_stays_failed_and_xfail_is_not_a_skip(pytester: pytest.Pyt
     result = pytester.runpytest_inprocess("-p", "no:randomly")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "skips (" not in result.stdout.str()
+
+
+def test_scenario_modules_keep_their_written_order_under_random_order(pytester: pytest.Pytester):
+    """pytest-randomly shuffles everything; the conftest puts an integration module's steps back in written order
+    (bring up first, destroy last) while a unit module stays shuffled."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    steps = "".join(f"def test_step_{n}():\n    print('STEP {n}')\n\n" for n in ("a", "z", "m", "b", "y", "c"))
+    pytester.makepyfile(test_scenario="import pytest\npytestmark = pytest.mark.integration\n\n" + steps)
+    units = "".join(f"def test_unit_{n}():\n    pass\n\n" for n in range(12))
+    pytester.makepyfile(test_units=units)
+    pytester.makeini("[pytest]\nmarkers =\n    integration: x\n")
+    orders = set()
+    for seed in (1, 2, 3):
+        result = pytester.runpytest_inprocess("-p", "randomly", f"--randomly-seed={seed}", "-v", "-s")
+        assert result.ret == pytest.ExitCode.OK
+        steps_run = [line.split("STEP ")[1][0] for line in result.stdout.lines if "STEP " in line]
+        assert steps_run == ["a", "z", "m", "b", "y", "c"], steps_run
+        orders.add(tuple(line for line in result.stdout.lines if "test_unit_" in line and "PASSED" in line))
+    assert len(orders) > 1, "the unit module was not shuffled: the guard would see no order-dependence"
