@@ -69,6 +69,8 @@ def run_pytest(cwd: Path, *args: str, timeout: float = 1500) -> Run:
             "pytest_slurmflox.suites",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:randomly",  # an acceptance run's order is the plugin's; pytest-randomly shuffles the project's tests
             "-o",
             "junit_family=xunit1",
             f"--junitxml={junit}",

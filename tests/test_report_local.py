@@ -78,7 +78,7 @@ def pytest_run(
 ) -> subprocess.CompletedProcess:
     """``python -m pytest ARGS`` in ``cwd`` (a separate process, as a user would run it)."""
     proc = subprocess.run(
-        [python, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
