@@ -7,10 +7,10 @@ import shlex
 import pytest
 import yaml
 
+from pytest_slurmflox.nodeset import nodeset_revision, owned_by, worker_from_pod
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, kubeadm
-from pytest_slurmflox.substrates.qemu.pool import nodeset_revision, owned_by, worker_from_pod
 from pytest_slurmflox.substrates.qemu.provision import kubeconfig_for_host, target_document
 
 
@@ -43,22 +43,6 @@ def test_every_node_is_prepared_with_the_pinned_packages_then_node1_inits():
     flannel = next(s for s in steps if s.script == "flannel.sh")
     assert flannel.args == ("v0.28.9", "10.244.0.0/16", "fabric0")
     assert steps.index(next(s for s in steps if s.put_path == kubeadm.KUBEADM_CONFIG_PATH)) < steps.index(init)
-
-
-def test_join_passes_the_printed_arguments_and_the_node_name():
-    line = "kubeadm join 10.20.0.11:6443 --token abc.def --discovery-token-ca-cert-hash sha256:00ff"
-    step = kubeadm.join_step(3, line)
-    assert step.script == "kubeadm-join.sh" and step.node == 3
-    assert step.args == (
-        "node3",
-        "10.20.0.11:6443",
-        "--token",
-        "abc.def",
-        "--discovery-token-ca-cert-hash",
-        "sha256:00ff",
-    )
-    with pytest.raises(ValueError, match="not a kubeadm join"):
-        kubeadm.join_step(2, "rm -rf /")
 
 
 def test_worker_label_and_taint_on_nodes_2_to_n_never_node1():

@@ -25,7 +25,7 @@ from .addons import (
     slinky_operator_steps,
     storage_and_certs_steps,
 )
-from .kubeadm import JOIN_COMMAND, KUBECONFIG_IN_GUEST, Step, cluster_steps, join_step, kubectl, node_role_steps
+from .kubeadm import JOIN_COMMAND, KUBECONFIG_IN_GUEST, Step, cluster_steps, join_steps, kubectl, node_role_steps
 
 if TYPE_CHECKING:
     from . import QemuSubstrate
@@ -139,7 +139,8 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     finally:
         g1.close()
     for n in range(2, s.nodes + 1):
-        run_step(sub, join_step(n, join))
+        for step in join_steps(n, join):
+            run_step(sub, step)
     run_step(
         sub,
         Step(
