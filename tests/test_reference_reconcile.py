@@ -36,7 +36,7 @@ from pytest_slurmflox.revision import runtime_revision
 from pytest_slurmflox.run import Result
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.slurm import SlurmClient
-from pytest_slurmflox.substrates.qemu.addons import VALUES_PATH, slurm_chart_command
+from pytest_slurmflox.substrates.qemu.addons import HELM_BIN, VALUES_PATH, slurm_chart_command
 from pytest_slurmflox.substrates.qemu.pool import NODESET_NAME, NodeSetPool
 
 NAMESPACE = "slurm"
@@ -184,7 +184,7 @@ class Node1:
 
     def root(self, command: str, *, timeout: float = 120, input: str | None = None) -> Result:
         self.commands.append(command)
-        if shlex.split(command)[:3] == ["helm", "--kubeconfig", "/etc/kubernetes/admin.conf"]:
+        if shlex.split(command)[:3] == [HELM_BIN, "--kubeconfig", "/etc/kubernetes/admin.conf"]:
             values = yaml.safe_load(self.files[VALUES_PATH])
             compute = values["nodesets"]["compute"]
             meta = compute["metadata"]
@@ -299,7 +299,7 @@ def test_update_path_over_a_replayed_nodeset_runs_every_barrier_step_in_order(de
     resume = next(i for i, c in enumerate(ctl.log) if "state=RESUME" in c)
     assert drain < resume
     # exactly one helm upgrade, with values that stamp the new revision and the new generation on the pods
-    helm = [c for c in node1.commands if c.startswith("helm ")]
+    helm = [c for c in node1.commands if c.startswith(HELM_BIN)]
     assert helm == [slurm_chart_command(new)]
     meta = yaml.safe_load(node1.files[VALUES_PATH])["nodesets"]["compute"]["metadata"]
     assert meta["annotations"][REVISION_KEY] == wanted
@@ -326,7 +326,7 @@ def test_a_worker_whose_profile_disagrees_stops_the_barrier_with_the_partition_d
 
     def root_then_break_one_profile(command: str, **kw: Any) -> Result:
         res = original_root(command, **kw)
-        if command.startswith("helm "):
+        if command.startswith(HELM_BIN):
             node1.cluster.profiles[f"{NODESET_NAME}-1"] = runtime_revision(settings)  # an old profile survived
         return res
 
