@@ -113,8 +113,8 @@ WEBHOOK_PROBE_PATH = "/etc/slurmflox/cert-manager-webhook-probe.yaml"
 
 
 def webhook_probe_manifest() -> str:
-    """What the readiness probe submits: cert-manager's own "Verifying the installation" creates an Issuer and a
-    Certificate for the same reason (cert-manager.io/docs/installation/kubectl/, "Verify the installation")."""
+    """What the readiness probe submits. cert-manager.io/docs/installation/verify: "Check cert-manager API" (``cmctl
+    check api`` performs a dry-run create) and "Manual verification" (create an Issuer to test the webhook)."""
     doc = {
         "apiVersion": "cert-manager.io/v1",
         "kind": "Issuer",
