@@ -12,9 +12,10 @@
 #   downloads.flox.dev/by-env/stable/rpm/flox-archive-keyring.asc before installing the .rpm).
 # - shim: floxdocs docs/k8s/install/self-managed.md, "Runtime shim installation", "Automatic installation":
 #   `flox activate -r flox/containerd-shim-flox-installer --trust`, run as root; it detects the containerd version,
-#   installs the matching shim, updates the containerd configuration and restarts containerd. Run here in command
-#   mode (`-- true`, stdin from /dev/null): the activation hook that does the work runs the same way, and nothing
-#   waits for an interactive shell (this script itself arrives on bash's stdin).
+#   installs the matching shim, updates the containerd configuration and restarts containerd. A generation pin is
+#   `-g N` (floxdocs docs/k8s/install/eks.md). Run here in command mode (`-- true`, stdin from /dev/null) as
+#   flox/flox-kind-demo's Dockerfile does: the activation hook that does the work runs the same way
+#   (docs/man/flox-activate.md, "command" mode), and nothing waits for a shell (this script arrives on bash's stdin).
 set -euo pipefail
 
 flox_version=${1:?usage: flox-runtime.sh FLOX_VERSION INSTALLER [SHIM_PATH]}

@@ -12,7 +12,8 @@ What a working registration is (each point names its upstream source):
   1.7) or ``plugins."io.containerd.cri.v1.runtime".containerd.runtimes.<handler>`` (version 3, containerd 2.x):
   floxdocs ``docs/k8s/install/self-managed.md`` "Manual installation" step 3, containerd ``docs/cri/config.md``;
 - ``runtime_type = "io.containerd.runc.v2"`` with ``runtime_path`` the shim: the shim is a wrapped build of
-  ``containerd-shim-runc-v2`` (floxdocs ``docs/k8s/tech.md`` "containerd-shim"; containerd ``docs/cri/config.md``:
+  ``containerd-shim-runc-v2`` (floxdocs ``docs/k8s/tech.md`` "containerd-shim"; ``docs/k8s/install/eks.md``: "Our shim
+  is a build of the runc shim with hooks, so override runtime_path"; containerd ``docs/cri/config.md``:
   ``runtime_path`` overrides the binary resolved from ``runtime_type``);
 - ``pod_annotations`` and ``container_annotations`` passing ``flox.dev/*`` through, or the shim never sees
   ``flox.dev/environment`` (floxdocs ``docs/k8s/install/troubleshooting.md`` "Configuration conflicts"; patterns
