@@ -563,9 +563,9 @@ def _pool_factory(config: pytest.Config):
                 return substrate.pool()
             return None
         if kube is not None and spec.kubernetes is not None:
-            from .substrates.qemu.pool import NodeSetPool
+            from .nodeset import NodeSetView
 
-            return NodeSetPool(None, kube, spec.kubernetes.nodeset)  # type: ignore[arg-type]
+            return NodeSetView(kube, spec.kubernetes.nodeset)
         return None
 
     return factory

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .pool import WorkerPool
+from .pool import WorkerPool, WorkerView
 from .revision import runtime_revision
 from .run import Observer, Result, Runner, SSHRunner
 from .settings import WORKER_KEYS, Settings, SettingsError, resolve
@@ -207,7 +207,7 @@ class Target:
     admin: Runner | None
     slurm: SlurmClient
     kube: Any | None = None  #: pytest_slurmflox.kube.KubeClient when the target has Kubernetes
-    pool: WorkerPool | None = None
+    pool: WorkerView | None = None
     capabilities: frozenset[str] = frozenset()
     missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
 
@@ -232,7 +232,7 @@ def connect(
     spec: TargetSpec,
     *,
     observer: Observer | None = None,
-    pool_factory: Callable[[TargetSpec, Any], WorkerPool | None] | None = None,
+    pool_factory: Callable[[TargetSpec, Any], WorkerView | None] | None = None,
 ) -> Target:
     """Open runners and clients for a target and work out its capabilities.
 
@@ -296,13 +296,17 @@ def connect(
     pool = pool_factory(spec, kube) if pool_factory else None
     if pool is not None:
         caps.add("worker-pool")
+        if isinstance(pool, WorkerPool):
+            caps.add("worker-owner")
+        else:
+            missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
         if hasattr(pool, "start_isolated_worker"):
             caps.add("isolated-worker")
         else:
             missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
     else:
         missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
-        missing["isolated-worker"] = missing["worker-pool"]
+        missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
     return Target(
         spec=spec,
         login=login,

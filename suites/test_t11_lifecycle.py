@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.destructive]
 def lifecycle(target, expect):
     """A reconciler for the target, and a guarantee that the original runtime is back afterwards."""
     require(target, "admin")
-    require(target, "worker-pool")
+    require(target, "worker-owner")  # the barrier changes the cohort: a read-only NodeSet view is not enough
     log: list[str] = []
     rec = Reconciler(slurm=target.slurm, pool=target.pool, login=target.login, say=log.append, timeout=300)
     yield rec, log

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import pytest
 import yaml
 
+from pytest_slurmflox.nodeset import nodeset_revision, owned_by, worker_from_pod
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, kubeadm
-from pytest_slurmflox.substrates.qemu.pool import nodeset_revision, owned_by, worker_from_pod
+from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.provision import kubeconfig_for_host, target_document
 
 
@@ -45,22 +47,6 @@ def test_every_node_is_prepared_with_the_pinned_packages_then_node1_inits():
     assert steps.index(next(s for s in steps if s.put_path == kubeadm.KUBEADM_CONFIG_PATH)) < steps.index(init)
 
 
-def test_join_passes_the_printed_arguments_and_the_node_name():
-    line = "kubeadm join 10.20.0.11:6443 --token abc.def --discovery-token-ca-cert-hash sha256:00ff"
-    step = kubeadm.join_step(3, line)
-    assert step.script == "kubeadm-join.sh" and step.node == 3
-    assert step.args == (
-        "node3",
-        "10.20.0.11:6443",
-        "--token",
-        "abc.def",
-        "--discovery-token-ca-cert-hash",
-        "sha256:00ff",
-    )
-    with pytest.raises(ValueError, match="not a kubeadm join"):
-        kubeadm.join_step(2, "rm -rf /")
-
-
 def test_worker_label_and_taint_on_nodes_2_to_n_never_node1():
     steps = kubeadm.node_role_steps(settings(nodes="4"))
     reserve = [c for c in commands(steps) if "--overwrite" in c and "taint" in c]
@@ -90,14 +76,61 @@ def test_flox_runtime_goes_on_workers_only_and_runtimeclass_after():
     steps = addons.flox_runtime_steps(settings(nodes="3", flox_version="1.15.0"))
     shim = [s for s in steps if s.script == "flox-runtime.sh"]
     assert [s.node for s in shim] == [2, 3]
-    assert shim[0].args == (
-        addons.flox_rpm_url("1.15.0"),
-        "flox/containerd-shim-flox-installer",
-        "flox",
-        addons.SHIM_PATH,
-    )
-    assert "flox-1.15.0" in shim[0].args[0]
+    assert shim[0].args == ("1.15.0", "flox/containerd-shim-flox-installer", addons.SHIM_PATH)
     assert steps[-1].command and "runtimeclass-flox.yaml" in steps[-1].command
+
+
+def test_flox_packages_come_from_their_own_format_directory():
+    """floxdocs install.md: .../stable/deb/flox-V.x86_64-linux.deb and .../stable/rpm/flox-V.x86_64-linux.rpm (the
+    .deb URL once derived from the .rpm one pointed into rpm/, a 404)."""
+    assert addons.flox_package_url("1.15.0", "deb") == (
+        "https://downloads.flox.dev/by-env/stable/deb/flox-1.15.0.x86_64-linux.deb"
+    )
+    assert addons.flox_package_url("1.15.0", "rpm") == (
+        "https://downloads.flox.dev/by-env/stable/rpm/flox-1.15.0.x86_64-linux.rpm"
+    )
+    script = (guest_script_dir() / "flox-runtime.sh").read_text()
+    assert "${base}/deb/flox-${flox_version}.x86_64-linux.deb" in script
+    rpm_import = script.index('rpm --import "$work/flox-archive-keyring.asc"')
+    assert rpm_import < script.index('dnf_or_offline install "$work/flox.rpm"')  # the key before the package
+    assert "flox activate -r" in script and "--trust" in script and "ctr " not in script
+
+
+def test_helm_is_called_by_absolute_path_because_sudo_secure_path_lacks_usr_local_bin():
+    s = settings()
+    helm_commands = [c for c in commands(addons.slinky_operator_steps(s)) if "helm" in c]
+    helm_commands.append(addons.slurm_chart_command(s))
+    assert helm_commands and all(shlex.split(c)[0] == "/usr/local/bin/helm" for c in helm_commands)
+    assert "helm=/usr/local/bin/helm" in (guest_script_dir() / "install-helm.sh").read_text()
+
+
+def test_cert_manager_webhook_must_answer_before_the_operator_is_installed():
+    s = settings()
+    certs = addons.storage_and_certs_steps(s)
+    titles = [st.title for st in certs]
+    assert titles.index("cert-manager webhook answers") > titles.index(f"cert-manager {s.cert_manager_version}")
+    probe = yaml.safe_load(next(st.content for st in certs if st.put_path == addons.WEBHOOK_PROBE_PATH))
+    assert probe["apiVersion"] == "cert-manager.io/v1" and probe["kind"] == "Issuer"
+    ready = next(st.command for st in certs if st.title == "cert-manager webhook answers")
+    assert "--dry-run=server" in ready and addons.WEBHOOK_PROBE_PATH in ready
+
+
+def test_offline_precheck_names_every_download_host():
+    from pytest_slurmflox.substrates.qemu.network import DOWNLOAD_HOSTS
+
+    needed = {"registry.k8s.io", "docker.io", "get.helm.sh", "raw.githubusercontent.com", "download.docker.com"}
+    needed |= {"downloads.flox.dev", "hub.flox.dev", "pkgs.k8s.io", "github.com", "ghcr.io", "quay.io"}
+    assert needed <= set(DOWNLOAD_HOSTS)
+    hosts_in_scripts = set()
+    for script in guest_script_dir().glob("*.sh"):
+        hosts_in_scripts |= set(re.findall(r"https://([a-z0-9.-]+)/", script.read_text()))
+    assert hosts_in_scripts <= set(DOWNLOAD_HOSTS), hosts_in_scripts - set(DOWNLOAD_HOSTS)
+
+
+def test_the_debian_test_image_carries_curl():
+    from pytest_slurmflox.substrates.qemu.testimage import PACKAGES
+
+    assert {"curl", "ca-certificates"} <= set(PACKAGES)
 
 
 def test_prewarm_only_when_the_environment_was_explicit_and_never_aborts():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -26,7 +27,7 @@ from filelock import FileLock
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
-from pytest_slurmflox.substrates.qemu import QemuSubstrate, fabric
+from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, fabric, kubeadm
 from pytest_slurmflox.substrates.qemu.images import BootSpec
 from pytest_slurmflox.substrates.qemu.proc import ProcessProof
 from pytest_slurmflox.substrates.qemu.vm import choose_accel, find_qemu
@@ -171,6 +172,59 @@ def test_up_stops_at_the_internet_with_one_offline_message(cluster):
     assert "\n" not in message
     for path in (wd.kubeconfig, wd.root / "target.yaml", wd.root / "k8s" / "provisioned.json"):
         assert not path.exists(), path
+
+
+#: Guest scripts with a network fetch, each with what it must have done before it (checked in the guest), and
+#: the host its first download goes to. The arguments are the plan's own (kubeadm.cluster_steps and addons).
+OFFLINE_SCRIPTS = {
+    "k8s-node-prep.sh": (
+        lambda s: (kubeadm.k8s_minor(s.kubernetes_version), s.kubernetes_version, fabric.fabric_ip(2)),
+        "test -s /etc/sysctl.d/90-slurmflox-k8s.conf && grep -qw br_netfilter /proc/modules && "
+        "test $(cat /proc/sys/net/ipv4/ip_forward) = 1",
+        "download.docker.com",
+    ),
+    "flox-runtime.sh": (
+        lambda s: (s.flox_version, s.flox_shim_installer, addons.SHIM_PATH),
+        "! command -v flox",
+        "downloads.flox.dev",
+    ),
+    "install-helm.sh": (lambda s: (addons.HELM_VERSION,), "! test -e /usr/local/bin/helm", "get.helm.sh"),
+    "flannel.sh": (
+        lambda s: (s.flannel_version, s.pod_cidr, kubeadm.FABRIC_IFACE),
+        "true",
+        "github.com",
+    ),
+}
+
+
+@pytest.mark.parametrize("script", sorted(OFFLINE_SCRIPTS))
+def test_guest_script_runs_for_real_up_to_its_first_download_and_stops_offline(cluster, say, script):
+    """The real script, as provisioning sends it (shared library first), on a real Debian guest: everything before
+    the first download happens, the download finds no network, and the script stops with exactly one
+    ``slurmflox-offline:`` line (exit 75) that the executor turns into one ``offline:`` message."""
+    from pytest_slurmflox.substrates.qemu.guest import OFFLINE_EXIT, OFFLINE_PREFIX
+    from pytest_slurmflox.substrates.qemu.kubeadm import Step
+    from pytest_slurmflox.substrates.qemu.provision import run_step
+
+    args_of, before, host = OFFLINE_SCRIPTS[script]
+    args = args_of(cluster.settings)
+    guest = cluster.guest(2)
+    t0 = time.monotonic()
+    try:
+        result = guest.script(script, *args, timeout=600)
+    finally:
+        guest.close()
+    say(f"{script} on node2: exit {result.exit_status} after {time.monotonic() - t0:.0f}s")
+    assert result.exit_status == OFFLINE_EXIT, result.describe()
+    offline_lines = [line for line in result.stderr.splitlines() if line.startswith(OFFLINE_PREFIX)]
+    assert len(offline_lines) == 1 and f"https://{host}/" in offline_lines[0], result.stderr
+    assert "command not found" not in result.stderr and "Traceback" not in result.stderr
+    _ok(cluster, 2, f"sudo bash -c {shlex.quote(before)}")  # what precedes the download really happened
+
+    with pytest.raises(SubstrateUnavailable) as info:
+        run_step(cluster, Step(2, f"{script} (offline probe)", script=script, args=args, timeout=600))
+    message = str(info.value)
+    assert message.startswith("offline:") and host in message and "\n" not in message
 
 
 def test_file_written_on_node2_home_is_read_on_node3(cluster):

@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# Prepare a node for kubeadm: kernel modules, sysctls, no swap, containerd with the systemd cgroup driver,
+# Prepare a node for kubeadm: kernel modules, sysctls, no swap, containerd >= 1.7 with the systemd cgroup driver,
 # kubelet/kubeadm/kubectl pinned to one Kubernetes version from pkgs.k8s.io. Idempotent; installs only what
 # is missing. Needs the internet unless the image already carries the packages.
 # Usage: k8s-node-prep.sh K8S_MINOR(v1.36) K8S_VERSION(1.36.3) NODE_IP
+#
+# Upstream, step by step:
+# - modules, sysctls, swap: kubernetes.io "Container Runtimes", "Install and configure prerequisites";
+#   kubeadm "Installing kubeadm", "Swap configuration".
+# - containerd: the distributions' own packages are too old or absent (AlmaLinux has no `containerd`; Debian
+#   bookworm ships 1.6, below the 1.7 floxdocs docs/k8s/install/self-managed.md requires), so both families use
+#   `containerd.io` from Docker's repositories, which containerd's docs/getting-started.md "Option 2: From apt-get
+#   or dnf" names as the DEB/RPM source (repository setup: docs.docker.com/engine/install/debian and
+#   /engine/install/rhel, "Set up the repository").
+# - containerd config: `containerd config default`, then SystemdCgroup = true for runc (kubernetes.io "Container
+#   Runtimes", containerd, "Configuring the systemd cgroup driver"); Docker's package ships a config with the CRI
+#   plugin disabled, so it is always replaced unless it already has the systemd driver.
+# - kubelet/kubeadm/kubectl: kubeadm "Installing kubeadm, kubelet and kubectl" (pkgs.k8s.io per minor version).
 set -euo pipefail
 
 minor=${1:?usage: k8s-node-prep.sh K8S_MINOR K8S_VERSION NODE_IP}
@@ -21,10 +34,14 @@ net.bridge.bridge-nf-call-ip6tables = 1
 net.ipv4.ip_forward = 1
 SYSCTL
 sysctl --system >/dev/null
+echo "kernel prerequisites in place (overlay, br_netfilter, forwarding, no swap)"
 
 if command -v dnf >/dev/null 2>&1; then
     setenforce 0 2>/dev/null || true
     sed -i 's/^SELINUX=enforcing$/SELINUX=permissive/' /etc/selinux/config 2>/dev/null || true
+    if [[ ! -s /etc/yum.repos.d/docker-ce.repo ]]; then
+        fetch https://download.docker.com/linux/rhel/docker-ce.repo /etc/yum.repos.d/docker-ce.repo
+    fi
     cat >/etc/yum.repos.d/kubernetes.repo <<REPO
 [kubernetes]
 name=Kubernetes ${minor}
@@ -34,25 +51,38 @@ gpgcheck=1
 gpgkey=https://pkgs.k8s.io/core:/stable:/${minor}/rpm/repodata/repomd.xml.key
 exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni
 REPO
-    want=(containerd iptables "kubelet-${version}" "kubeadm-${version}" "kubectl-${version}")
+    want=(containerd.io iptables "kubelet-${version}" "kubeadm-${version}" "kubectl-${version}")
     missing=()
     for pkg in "${want[@]}"; do rpm -q --quiet "$pkg" || missing+=("$pkg"); done
     if ((${#missing[@]})); then
-        dnf -y -q install --disableexcludes=kubernetes "${missing[@]}"
+        dnf_or_offline install --disableexcludes=kubernetes "${missing[@]}"
     fi
     kubelet_env=/etc/sysconfig/kubelet
 else
-    export DEBIAN_FRONTEND=noninteractive
     install -d -m 0755 /etc/apt/keyrings
+    . /etc/os-release
+    if [[ ! -s /etc/apt/keyrings/docker.asc ]]; then
+        fetch "https://download.docker.com/linux/${ID}/gpg" /etc/apt/keyrings/docker.asc
+        chmod a+r /etc/apt/keyrings/docker.asc
+    fi
+    echo "deb [arch=$(dpkg --print-architecture) signed-by=/etc/apt/keyrings/docker.asc]" \
+        "https://download.docker.com/linux/${ID} ${VERSION_CODENAME} stable" >/etc/apt/sources.list.d/docker.list
     if [[ ! -s /etc/apt/keyrings/kubernetes.asc ]]; then
-        curl -fsSL "https://pkgs.k8s.io/core:/stable:/${minor}/deb/Release.key" -o /etc/apt/keyrings/kubernetes.asc
+        fetch "https://pkgs.k8s.io/core:/stable:/${minor}/deb/Release.key" /etc/apt/keyrings/kubernetes.asc
     fi
     echo "deb [signed-by=/etc/apt/keyrings/kubernetes.asc] https://pkgs.k8s.io/core:/stable:/${minor}/deb/ /" \
         >/etc/apt/sources.list.d/kubernetes.list
-    apt-get -q update
-    apt-get -y -q install containerd iptables "kubelet=${version}-*" "kubeadm=${version}-*" "kubectl=${version}-*"
+    apt_or_offline update
+    apt_or_offline install -y --no-install-recommends containerd.io iptables \
+        "kubelet=${version}-*" "kubeadm=${version}-*" "kubectl=${version}-*"
     apt-mark hold kubelet kubeadm kubectl >/dev/null
     kubelet_env=/etc/default/kubelet
+fi
+
+ctr_version=$(containerd --version | awk '{print $3}')
+if [[ "$(printf '%s\n' 1.7 "${ctr_version#v}" | sort -V | head -n 1)" != 1.7 ]]; then
+    echo "k8s-node-prep: containerd ${ctr_version} is older than 1.7, which Flox's imageless Kubernetes needs" >&2
+    exit 1
 fi
 
 install -d -m 0755 /etc/containerd

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...pool import WorkerInfo
+from ...pool import WorkerInfo, WorkerPool
 from ...settings import Settings
 
 if TYPE_CHECKING:
     from .substrate import LocalSubstrate
 
 
-class LocalWorkerPool:
+class LocalWorkerPool(WorkerPool):
     def __init__(self, substrate: LocalSubstrate) -> None:
         self.substrate = substrate
 

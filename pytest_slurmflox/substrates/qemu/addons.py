@@ -21,6 +21,9 @@ NAMESPACE_OPERATOR = "slinky"
 SLURM_RELEASE = "slurm"
 CHART_REPO = "oci://ghcr.io/slinkyproject/charts"
 HELM_VERSION = "v3.19.0"
+#: install-helm.sh puts helm here; every call names it in full, because sudo's ``secure_path`` on EL
+#: (/sbin:/bin:/usr/sbin:/usr/bin) does not include /usr/local/bin.
+HELM_BIN = "/usr/local/bin/helm"
 SHIM_PATH = "/usr/local/bin/containerd-shim-flox-v2"
 RUNTIME_HANDLER = "flox"
 RUNTIME_CLASS = "flox"
@@ -39,8 +42,12 @@ def cert_manager_url(version: str) -> str:
     return f"https://github.com/cert-manager/cert-manager/releases/download/{version}/cert-manager.yaml"
 
 
-def flox_rpm_url(version: str) -> str:
-    return f"https://downloads.flox.dev/by-env/stable/rpm/flox-{version}.x86_64-linux.rpm"
+def flox_package_url(version: str, family: str) -> str:
+    """The Flox package for ``family`` ``rpm`` or ``deb`` (floxdocs docs/install-flox/install.md, the download
+    links of the "Debian" and "RPM" tabs: each format has its own directory)."""
+    if family not in ("rpm", "deb"):
+        raise ValueError(f"no Flox package format {family!r}")
+    return f"https://downloads.flox.dev/by-env/stable/{family}/flox-{version}.x86_64-linux.{family}"
 
 
 def runtime_class_manifest() -> str:
@@ -56,7 +63,7 @@ def runtime_class_manifest() -> str:
 
 
 def helm(*args: str) -> str:
-    return "helm --kubeconfig /etc/kubernetes/admin.conf " + " ".join(shlex.quote(a) for a in args)
+    return f"{HELM_BIN} --kubeconfig /etc/kubernetes/admin.conf " + " ".join(shlex.quote(a) for a in args)
 
 
 def storage_and_certs_steps(settings: Settings) -> list[Step]:
@@ -96,18 +103,51 @@ def storage_and_certs_steps(settings: Settings) -> list[Step]:
                 ]
             ),
         ),
+        Step(1, "cert-manager webhook probe Issuer", put_path=WEBHOOK_PROBE_PATH, content=webhook_probe_manifest()),
+        Step(1, "cert-manager webhook answers", command=webhook_ready_command(), timeout=660),
     ]
 
 
+#: A self-signed Issuer that is only ever created with --dry-run=server (nothing is stored).
+WEBHOOK_PROBE_PATH = "/etc/slurmflox/cert-manager-webhook-probe.yaml"
+
+
+def webhook_probe_manifest() -> str:
+    """What the readiness probe submits. cert-manager.io/docs/installation/verify: "Check cert-manager API" (``cmctl
+    check api`` performs a dry-run create) and "Manual verification" (create an Issuer to test the webhook)."""
+    doc = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Issuer",
+        "metadata": {"name": "slurmflox-webhook-probe", "namespace": "cert-manager"},
+        "spec": {"selfSigned": {}},
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def webhook_ready_command(tries: int = 60, pause: int = 10) -> str:
+    """Deployment ``Available`` is not "webhook ready": the API server must also reach the webhook with the CA
+    the cainjector has injected, or the Slinky operator's Issuer/Certificate fail on first try. A server-side
+    dry-run create runs the admission webhooks without storing anything, so its success is the readiness signal."""
+    probe = kubectl("create", "--dry-run=server", "-f", WEBHOOK_PROBE_PATH)
+    return (
+        f"for i in $(seq 1 {tries}); do {probe} >/dev/null 2>/tmp/slurmflox-webhook.err && exit 0; sleep {pause}; "
+        f"done; echo 'cert-manager webhook not answering after {tries * pause}s:' >&2; "
+        "cat /tmp/slurmflox-webhook.err >&2; exit 1"
+    )
+
+
 def flox_runtime_steps(settings: Settings) -> list[Step]:
-    """Flox and its containerd shim on every worker node; the script only reports success once containerd
-    was restarted and ``containerd config dump`` resolves the shim for runtime ``flox``."""
+    """Flox and its containerd shim on every worker node, by Flox's installer; the executor then judges the
+    registration on ``containerd config dump`` (:func:`.containerd.check_flox_runtime`) before it marks the node.
+
+    The RuntimeClass is upstream's own manifest (floxdocs docs/k8s/install/self-managed.md, "Kubernetes
+    configuration"), with the node label it selects set on nodes 2..N at join time."""
     steps = [
         Step(
             n,
-            f"Flox {settings.flox_version} and containerd runtime 'flox' on {fabric.hostname(n)}",
+            f"Flox {settings.flox_version} and containerd runtime '{RUNTIME_HANDLER}' on {fabric.hostname(n)}",
             script="flox-runtime.sh",
-            args=(flox_rpm_url(settings.flox_version), settings.flox_shim_installer, RUNTIME_HANDLER, SHIM_PATH),
+            args=(settings.flox_version, settings.flox_shim_installer, SHIM_PATH),
         )
         for n in worker_nodes(settings)
     ]

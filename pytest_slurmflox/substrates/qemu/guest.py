@@ -18,10 +18,17 @@ from ...state import Workdir
 from .. import SubstrateUnavailable
 from . import fabric
 
+#: Sent ahead of every guest script (``fetch``, ``offline``, ``apt_or_offline``, ``dnf_or_offline``).
+GUEST_LIB = "_lib.sh"
+#: The exit status and first word of a guest script that stopped because the network is missing.
+OFFLINE_EXIT = 75
+OFFLINE_PREFIX = "slurmflox-offline:"
+
 
 def guest_script(name: str) -> str:
-    """The text of ``provision/guest/<name>`` as shipped in the package."""
-    return resources.files("pytest_slurmflox.provision").joinpath("guest", name).read_text()
+    """The text of ``provision/guest/<name>`` as shipped in the package, with the shared library ahead of it."""
+    guest = resources.files("pytest_slurmflox.provision").joinpath("guest")
+    return guest.joinpath(GUEST_LIB).read_text() + "\n" + guest.joinpath(name).read_text()
 
 
 def guest_script_dir() -> Path:

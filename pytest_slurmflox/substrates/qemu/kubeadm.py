@@ -23,6 +23,9 @@ FABRIC_IFACE = "fabric0"
 NATIVE_WORKER_LABEL = "slinky.local/native-worker"
 NATIVE_WORKER_TAINT = f"{NATIVE_WORKER_LABEL}=true:NoSchedule"
 FLOX_NODE_LABEL = "flox.dev/enabled"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+KUBEADM_JOIN_CONFIG_PATH = "/etc/slurmflox/kubeadm-join.yaml"
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ def k8s_minor(version: str) -> str:
 
 
 def kubeadm_config(settings: Settings) -> str:
-    """kubeadm v1beta4 Init/Cluster/Kubelet configuration for node1.
+    """kubeadm v1beta4 Init/Cluster/Kubelet configuration for node1 (field names: kubeadm Configuration (v1beta4)
+    reference, kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta4/).
 
     The API server advertises its fabric address; 127.0.0.1 is a certificate SAN because the host reaches the
     API through the QEMU port forward on 127.0.0.1:K8S_API_PORT.
@@ -72,7 +76,12 @@ def kubeadm_config(settings: Settings) -> str:
             "localAPIEndpoint": {"advertiseAddress": ip1, "bindPort": fabric.K8S_GUEST_API_PORT},
             "nodeRegistration": {
                 "name": fabric.hostname(1),
-                "criSocket": "unix:///run/containerd/containerd.sock",
+                "criSocket": CRI_SOCKET,
+                # No control-plane taint: node1 is the only node outside the native worker pool, so cert-manager,
+                # local-path, the Slinky operator, slurmctld and login must schedule there. kubeadm v1beta4
+                # NodeRegistrationOptions.taints: "If you don't want to taint your control-plane node, set this
+                # field to an empty list"; kubeadm "Creating a cluster", "Control plane node isolation".
+                "taints": [],
                 "kubeletExtraArgs": [{"name": "node-ip", "value": ip1}],
             },
         },
@@ -125,18 +134,71 @@ def cluster_steps(settings: Settings) -> list[Step]:
     return steps
 
 
-def join_step(node: int, join_command: str) -> Step:
-    """Join ``node`` with the ``kubeadm join`` line printed by node1 (``kubeadm token create
-    --print-join-command``); only its arguments are passed on, the script adds the node name."""
+def parse_join_command(join_command: str) -> dict[str, str | list[str]]:
+    """The discovery part of node1's ``kubeadm token create --print-join-command`` line: endpoint, token and CA
+    public-key pins (``kubeadm join`` reference: ``--token``, ``--discovery-token-ca-cert-hash``)."""
     words = shlex.split(join_command)
-    if words[:2] != ["kubeadm", "join"]:
+    if words[:2] != ["kubeadm", "join"] or len(words) < 3:
         raise ValueError(f"not a kubeadm join command: {join_command!r}")
-    return Step(
-        node,
-        f"kubeadm join {fabric.hostname(node)}",
-        script="kubeadm-join.sh",
-        args=(fabric.hostname(node), *words[2:]),
-    )
+    endpoint, token, hashes = words[2], None, []
+    rest = iter(words[3:])
+    for word in rest:
+        if word == "--token":
+            token = next(rest, None)
+        elif word == "--discovery-token-ca-cert-hash":
+            hashes.append(next(rest, ""))
+        else:
+            raise ValueError(f"unexpected argument {word!r} in the join command")
+    if not token or not hashes:
+        raise ValueError("the join command names no token or no CA certificate hash")
+    return {"apiServerEndpoint": endpoint, "token": token, "caCertHashes": hashes}
+
+
+def join_config(node: int, join_command: str) -> str:
+    """kubeadm v1beta4 JoinConfiguration for worker ``node``: registered with the native-worker labels and taint
+    from its first moment, so nothing but Slurm workers (and DaemonSets) ever lands on it.
+
+    Labels go through the kubelet's ``--node-labels``: the NodeRestriction admission plugin lets a kubelet set
+    labels outside the ``kubernetes.io``/``k8s.io`` namespaces itself (kubeadm "Creating a cluster", "Managed node
+    labels"); the taint through ``nodeRegistration.taints`` (v1beta4 NodeRegistrationOptions).
+    """
+    ip = fabric.fabric_ip(node)
+    key, _, rest = NATIVE_WORKER_TAINT.partition("=")
+    value, _, effect = rest.partition(":")
+    doc = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "JoinConfiguration",
+        "discovery": {"bootstrapToken": parse_join_command(join_command)},
+        "nodeRegistration": {
+            "name": fabric.hostname(node),
+            "criSocket": CRI_SOCKET,
+            "taints": [{"key": key, "value": value, "effect": effect}],
+            "kubeletExtraArgs": [
+                {"name": "node-ip", "value": ip},
+                {"name": "node-labels", "value": f"{NATIVE_WORKER_LABEL}=true,{FLOX_NODE_LABEL}=true"},
+            ],
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def join_steps(node: int, join_command: str) -> list[Step]:
+    """Place worker ``node``'s JoinConfiguration (it carries the bootstrap token: mode 0600), then join with it."""
+    return [
+        Step(
+            node,
+            f"kubeadm join configuration for {fabric.hostname(node)}",
+            put_path=KUBEADM_JOIN_CONFIG_PATH,
+            content=join_config(node, join_command),
+            mode="0600",
+        ),
+        Step(
+            node,
+            f"kubeadm join {fabric.hostname(node)}",
+            script="kubeadm-join.sh",
+            args=(fabric.hostname(node), KUBEADM_JOIN_CONFIG_PATH),
+        ),
+    ]
 
 
 JOIN_COMMAND = "kubeadm token create --print-join-command --ttl 30m"
@@ -167,6 +229,9 @@ def node_role_steps(settings: Settings) -> list[Step]:
             )
         )
     node1 = fabric.hostname(1)
+    # node1 carries the infrastructure: no worker label, and neither the worker taint nor the control-plane taint
+    # (a node1 initialised before InitConfiguration said ``taints: []`` still has it; kubeadm "Creating a
+    # cluster", "Control plane node isolation": ``kubectl taint nodes --all node-role.kubernetes.io/control-plane-``).
     steps.append(
         Step(
             1,
@@ -175,6 +240,7 @@ def node_role_steps(settings: Settings) -> list[Step]:
                 [
                     kubectl("label", "node", node1, f"{NATIVE_WORKER_LABEL}-", f"{FLOX_NODE_LABEL}-"),
                     kubectl("taint", "node", node1, f"{NATIVE_WORKER_LABEL}-") + " 2>/dev/null",
+                    kubectl("taint", "node", node1, f"{CONTROL_PLANE_TAINT}:NoSchedule-") + " 2>/dev/null",
                     "true",
                 ]
             ),

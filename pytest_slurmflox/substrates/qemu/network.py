@@ -17,8 +17,24 @@ import re
 import socket
 from pathlib import Path
 
-#: Where the Kubernetes stage downloads from (packages, manifests, charts, images, the Flox RPM).
-DOWNLOAD_HOSTS = ("pkgs.k8s.io", "github.com", "ghcr.io", "quay.io", "downloads.flox.dev")
+#: Where the Kubernetes stage downloads from, each with what comes from there (read from the guest scripts and
+#: the addon plan; registry.k8s.io serves kubeadm's control-plane images, docker.io the images of upstream
+#: manifests, hub/api.flox.dev the shim installer environment and the worker environments).
+DOWNLOAD_HOSTS = (
+    "pkgs.k8s.io",  # kubelet, kubeadm, kubectl packages
+    "download.docker.com",  # containerd.io
+    "registry.k8s.io",  # kube-apiserver, etcd, coredns, pause, ... (kubeadm init/join)
+    "github.com",  # flannel and cert-manager release manifests
+    "raw.githubusercontent.com",  # local-path-provisioner manifest
+    "get.helm.sh",  # helm
+    "ghcr.io",  # Slinky charts and images, flannel images
+    "quay.io",  # cert-manager images
+    "docker.io",  # images named without a registry (local-path-provisioner, busybox helpers)
+    "downloads.flox.dev",  # Flox .deb/.rpm and its archive key
+    "hub.flox.dev",  # FloxHub: the shim installer environment
+    "api.flox.dev",  # FloxHub API (flox activate -r, flox pull)
+    "cache.flox.dev",  # Flox binary cache (environment realization)
+)
 
 
 def nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:

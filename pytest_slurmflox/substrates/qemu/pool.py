@@ -1,17 +1,21 @@
-"""The worker pool of the qemu substrate is the Slinky NodeSet.
+"""The worker pool of the qemu substrate: the Slinky NodeSet of our own ``slurm`` release.
 
-Desired state lives on the NodeSet (its pod template carries the runtime revision annotation), the request
-to change it is a ``helm upgrade`` of the slurm chart with freshly rendered values, and the workers are the
-NodeSet's pods with their annotations. helm runs on node1 (the host needs no helm binary).
+Reading the cohort is :class:`~pytest_slurmflox.nodeset.NodeSetView` (shared with customer targets). What this
+adds is the owner's side, which only a deployment of ours may do: the request to change the cohort is a
+``helm upgrade`` of the slurm chart with freshly rendered values, a worker restart is deleting its pod (the
+NodeSet controller recreates it and slurmd registers again). Both run with kubectl/helm on node1, so the host
+needs neither binary.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
-from ...pool import WorkerInfo
+from ...nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
+from ...pool import WorkerPool
+from ...revision import runtime_revision
 from ...settings import Settings
 from .addons import (
     NAMESPACE_SLURM,
@@ -21,76 +25,35 @@ from .addons import (
     slurm_chart_command,
     split_login_files,
 )
+from .kubeadm import kubectl
 
 if TYPE_CHECKING:
     from ...kube import KubeClient
     from . import QemuSubstrate
 
-ANNOTATION_REVISION = "slinky.local/runtime-revision"
-ANNOTATION_ENVIRONMENT = "flox.dev/environment"
+#: The compute NodeSet the slurm chart's ``nodesets.compute`` entry creates: ``<release>-worker-<key>``
+#: (slurm-operator v1.2.1 helm/slurm/templates/nodeset/nodeset-cr.yaml with _helpers.tpl "slurm.worker.name").
 NODESET_NAME = f"{SLURM_RELEASE}-worker-compute"
 LOGIN_IMAGE_DEFAULT = "ghcr.io/slinkyproject/login:26.05-ubuntu26.04"
 
 
-def nodeset_revision(nodeset: dict[str, Any] | None) -> str | None:
-    """The revision on a NodeSet's pod template (falling back to the NodeSet's own annotations)."""
-    if not nodeset:
-        return None
-    spec = nodeset.get("spec", {})
-    for meta in (spec.get("template", {}).get("metadata", {}), nodeset.get("metadata", {})):
-        value = (meta.get("annotations") or {}).get(ANNOTATION_REVISION)
-        if value:
-            return value
-    return None
-
-
-def worker_from_pod(pod: dict[str, Any]) -> WorkerInfo:
-    """A NodeSet pod as a WorkerInfo: Ready condition, annotations, slurmd image, RuntimeClass, node."""
-    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
-    annotations = meta.get("annotations") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    image = next((c.get("image") for c in spec.get("containers", []) if c.get("name") == "slurmd"), None)
-    return WorkerInfo(
-        name=spec.get("hostname") or meta.get("name", ""),
-        ready=ready,
-        revision=annotations.get(ANNOTATION_REVISION),
-        environment=annotations.get(ANNOTATION_ENVIRONMENT),
-        image=image,
-        runtime_class=spec.get("runtimeClassName"),
-        host=spec.get("nodeName"),
-    )
-
-
-def owned_by(pod: dict[str, Any], kind: str, name: str) -> bool:
-    return any(
-        o.get("kind") == kind and o.get("name") == name for o in pod.get("metadata", {}).get("ownerReferences") or []
-    )
-
-
-class NodeSetPool:
-    """WorkerPool over the compute NodeSet of the ``slurm`` release."""
+class NodeSetPool(NodeSetView, WorkerPool):
+    """WorkerPool over the compute NodeSet of the ``slurm`` release of a qemu deployment."""
 
     def __init__(self, substrate: QemuSubstrate, kube: KubeClient, nodeset: str = NODESET_NAME) -> None:
-        self.substrate, self.kube, self.nodeset_name = substrate, kube, nodeset
+        super().__init__(kube, nodeset, default_replicas=substrate.settings.compute_replicas)
+        self.substrate = substrate
 
-    def desired_count(self) -> int:
-        ns = self.kube.nodeset(self.nodeset_name)
-        replicas = (ns or {}).get("spec", {}).get("replicas")
-        return int(replicas) if replicas is not None else self.substrate.settings.compute_replicas
-
-    def desired_revision(self) -> str | None:
-        return nodeset_revision(self.kube.nodeset(self.nodeset_name))
-
-    def workers(self) -> list[WorkerInfo]:
-        pods = [p for p in self.kube.pods() if owned_by(p, "NodeSet", self.nodeset_name)]
-        return [worker_from_pod(p) for p in pods]
+    def revision_for(self, settings: Settings) -> str:
+        """The revision of ``settings``: WORKER_IMAGE is deployed as named (a digest reference), so it is hashed
+        as it stands, exactly as :meth:`apply` stamps it on the pod template."""
+        return runtime_revision(settings)
 
     def apply(self, settings: Settings) -> str:
         """Render the values for ``settings``, place them on node1 and ``helm upgrade --install``."""
         from ...render.values import render_slurm_values, test_identity_files
-        from ...revision import runtime_revision
 
-        revision = runtime_revision(settings)
+        revision = self.revision_for(settings)
         identity = None
         guest = self.substrate.guest(1)
         try:
@@ -112,5 +75,14 @@ class NodeSetPool:
             guest.close()
         return revision
 
+    def restart(self, name: str) -> None:
+        """Delete worker ``name``'s pod; the NodeSet controller recreates it and its slurmd registers again."""
+        pod = self.pod_of(name)
+        guest = self.substrate.guest(1)
+        try:
+            guest.root(kubectl("-n", self.kube.namespace, "delete", "pod", pod, "--wait=false"), timeout=120).check()
+        finally:
+            guest.close()
 
-__all__ = ["NAMESPACE_SLURM", "NodeSetPool", "nodeset_revision", "worker_from_pod"]
+
+__all__ = ["NAMESPACE_SLURM", "NODESET_NAME", "NodeSetPool", "nodeset_revision", "owned_by", "worker_from_pod"]

@@ -19,20 +19,35 @@ from .. import SubstrateUnavailable
 from . import fabric
 from .addons import (
     NAMESPACE_SLURM,
+    RUNTIME_HANDLER,
+    SHIM_PATH,
     flox_runtime_steps,
     identity_home_step,
     prewarm_steps,
     slinky_operator_steps,
     storage_and_certs_steps,
 )
-from .kubeadm import JOIN_COMMAND, KUBECONFIG_IN_GUEST, Step, cluster_steps, join_step, kubectl, node_role_steps
+from .containerd import check_flox_runtime
+from .guest import OFFLINE_PREFIX
+from .kubeadm import (
+    JOIN_COMMAND,
+    KUBECONFIG_IN_GUEST,
+    Step,
+    cluster_steps,
+    join_steps,
+    kubectl,
+    node_role_steps,
+    worker_nodes,
+)
 
 if TYPE_CHECKING:
     from . import QemuSubstrate
 
 
-#: Output that means "no network" rather than "broken step" (curl, dnf, apt, ctr, helm).
+#: Output that means "no network" rather than "broken step": the guest scripts' own message first (their
+#: ``fetch``/``apt_or_offline``/``dnf_or_offline`` in provision/guest/_lib.sh), then what kubectl/helm print.
 OFFLINE_SIGNS = (
+    OFFLINE_PREFIX,
     "Could not resolve host",
     "Temporary failure in name resolution",
     "Network is unreachable",
@@ -73,6 +88,29 @@ def run_step(sub: QemuSubstrate, step: Step) -> bool:
             f"offline: {step.title} on {fabric.hostname(step.node)} could not download what it needs ({sign})"
         )
     raise SubstrateUnavailable(f"{step.title} failed on {fabric.hostname(step.node)}:\n{result.describe()}")
+
+
+FLOX_RUNTIME_MARKER = "/var/lib/slurmflox/flox-runtime.ok"
+
+
+def verify_flox_runtime(sub: QemuSubstrate, node: int) -> None:
+    """Judge node ``node``'s effective containerd configuration (``containerd config dump``, parsed as TOML on
+    the host) and only then write the marker that says the Flox runtime is in place there."""
+    guest = sub.guest(node)
+    try:
+        guest.root(f"rm -f {FLOX_RUNTIME_MARKER}").check()
+        dump = guest.root("containerd config dump", timeout=60).check().stdout
+        verdict = check_flox_runtime(dump, RUNTIME_HANDLER, SHIM_PATH)
+        if not verdict.ok:
+            raise SubstrateUnavailable(
+                f"containerd on {fabric.hostname(node)} does not run runtime '{RUNTIME_HANDLER}' as Flox needs it:\n  "
+                + "\n  ".join(verdict.problems)
+            )
+        marker = f"install -d -m 0755 /var/lib/slurmflox && echo '{RUNTIME_HANDLER} {SHIM_PATH}' >{FLOX_RUNTIME_MARKER}"
+        guest.root(marker).check()
+    finally:
+        guest.close()
+    sub.progress(f"[{fabric.hostname(node)}] containerd runtime {RUNTIME_HANDLER} -> {SHIM_PATH} verified")
 
 
 def explicit_worker_keys(sub: QemuSubstrate) -> frozenset[str]:
@@ -139,7 +177,8 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     finally:
         g1.close()
     for n in range(2, s.nodes + 1):
-        run_step(sub, join_step(n, join))
+        for step in join_steps(n, join):
+            run_step(sub, step)
     run_step(
         sub,
         Step(
@@ -149,10 +188,11 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
             timeout=960,
         ),
     )
+    for step in [*node_role_steps(s), *storage_and_certs_steps(s), *flox_runtime_steps(s)]:
+        run_step(sub, step)
+    for n in worker_nodes(s):
+        verify_flox_runtime(sub, n)
     for step in [
-        *node_role_steps(s),
-        *storage_and_certs_steps(s),
-        *flox_runtime_steps(s),
         *slinky_operator_steps(s),
         *prewarm_steps(s, explicit_worker_keys(sub)),
         *identity_home_step(s),

@@ -36,12 +36,18 @@ PACKAGES = (
     "nfs-common",
     "iproute2",
     "iputils-ping",
+    # every guest script downloads with curl (provision/guest/_lib.sh fetch); without it the first fetch fails
+    # with "curl: command not found" instead of stopping with the offline message
+    "curl",
+    "ca-certificates",
+    # the kernel modules k8s-node-prep.sh loads (overlay, br_netfilter) need modprobe
+    "kmod",
     # not in the issue's list, but without D-Bus systemd-logind never starts and the guest ignores the ACPI
     # power button that QMP system_powerdown presses (measured: down then waits for its timeout)
     "dbus",
 )
 #: Bump when the recipe changes so a cached image of an older recipe is rebuilt.
-RECIPE = 2
+RECIPE = 3
 IMAGE_NAME = f"debian-test-r{RECIPE}.qcow2"
 
 _CLOUD_CFG = """\

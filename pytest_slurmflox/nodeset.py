@@ -1,0 +1,129 @@
+"""The read-only view of a Slinky NodeSet: the worker cohort of any Slinky deployment, ours or a customer's.
+
+A customer target gets exactly this (it lists and verifies workers, never changes them), so a run against a
+customer cluster imports no substrate code. The qemu substrate's :class:`~.substrates.qemu.pool.NodeSetPool`
+builds on it and adds what changing the cohort needs (helm on node1).
+
+Shapes read here are the Slinky operator's at v1.2.1 (github.com/SlinkyProject/slurm-operator, tag v1.2.1):
+the NodeSet CRD ``slinky.slurm.net/v1beta1`` (``config/crd/bases/slinky.slurm.net_nodesets.yaml``: ``spec.replicas``,
+``spec.template.metadata.annotations``), and the pods it owns (``metadata.ownerReferences`` kind ``NodeSet``,
+``spec.hostname`` = the Slurm node name, container ``slurmd``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from .pool import WorkerInfo, WorkerView
+
+if TYPE_CHECKING:
+    from .kube import KubeClient
+
+ANNOTATION_REVISION = "slinky.local/runtime-revision"
+ANNOTATION_ENVIRONMENT = "flox.dev/environment"
+SLURMD_CONTAINER = "slurmd"
+#: Where the worker's profile initializer records the revision it realized (see suites/_support.PROFILE_DIR).
+PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"
+
+
+class NodeSetMissing(LookupError):
+    """The named NodeSet does not exist in the namespace (a wrong target file, or nothing deployed yet)."""
+
+
+def nodeset_revision(nodeset: dict[str, Any] | None) -> str | None:
+    """The revision on a NodeSet's pod template (falling back to the NodeSet's own annotations)."""
+    if not nodeset:
+        return None
+    spec = nodeset.get("spec", {})
+    for meta in (spec.get("template", {}).get("metadata", {}), nodeset.get("metadata", {})):
+        value = (meta.get("annotations") or {}).get(ANNOTATION_REVISION)
+        if value:
+            return value
+    return None
+
+
+def worker_name(pod: dict[str, Any]) -> str:
+    """The Slurm node name of a NodeSet pod: its hostname (the operator sets it), else the pod name."""
+    return pod.get("spec", {}).get("hostname") or pod.get("metadata", {}).get("name", "")
+
+
+def worker_from_pod(pod: dict[str, Any]) -> WorkerInfo:
+    """A NodeSet pod as a WorkerInfo: Ready condition, annotations, slurmd image, RuntimeClass, node."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    annotations = meta.get("annotations") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    image = next((c.get("image") for c in spec.get("containers", []) if c.get("name") == SLURMD_CONTAINER), None)
+    return WorkerInfo(
+        name=worker_name(pod),
+        ready=ready,
+        revision=annotations.get(ANNOTATION_REVISION),
+        environment=annotations.get(ANNOTATION_ENVIRONMENT),
+        image=image,
+        runtime_class=spec.get("runtimeClassName"),
+        host=spec.get("nodeName"),
+    )
+
+
+def owned_by(pod: dict[str, Any], kind: str, name: str) -> bool:
+    return any(
+        o.get("kind") == kind and o.get("name") == name for o in pod.get("metadata", {}).get("ownerReferences") or []
+    )
+
+
+class NodeSetView(WorkerView):
+    """The workers of one NodeSet, read through the Kubernetes API (``kube`` is scoped to its namespace).
+
+    ``default_replicas`` answers :meth:`desired_count` when the NodeSet omits ``spec.replicas``; without it such
+    a NodeSet is an error rather than a guess.
+    """
+
+    def __init__(self, kube: KubeClient, nodeset: str, *, default_replicas: int | None = None) -> None:
+        self.kube, self.nodeset_name, self.default_replicas = kube, nodeset, default_replicas
+
+    def _nodeset(self) -> dict[str, Any]:
+        doc = self.kube.nodeset(self.nodeset_name)
+        if not doc:
+            raise NodeSetMissing(f"NodeSet {self.nodeset_name} not found in namespace {self.kube.namespace}")
+        return doc
+
+    def _pods(self) -> list[dict[str, Any]]:
+        return [p for p in self.kube.pods() if owned_by(p, "NodeSet", self.nodeset_name)]
+
+    def desired_count(self) -> int:
+        replicas = self._nodeset().get("spec", {}).get("replicas")
+        if replicas is not None:
+            return int(replicas)
+        if self.default_replicas is None:
+            raise NodeSetMissing(f"NodeSet {self.nodeset_name} has no spec.replicas")
+        return self.default_replicas
+
+    def desired_revision(self) -> str | None:
+        return nodeset_revision(self.kube.nodeset(self.nodeset_name))
+
+    def workers(self) -> list[WorkerInfo]:
+        return [worker_from_pod(p) for p in self._pods()]
+
+    def pod_of(self, name: str) -> str:
+        """The pod name behind worker ``name``; LookupError if the NodeSet has no such worker."""
+        for pod in self._pods():
+            if worker_name(pod) == name:
+                return pod["metadata"]["name"]
+        raise LookupError(f"NodeSet {self.nodeset_name} has no worker {name}")
+
+    def profile_revision(self, name: str) -> str | None:
+        """Read the task profile's revision in the worker's slurmd container (pod exec; Slurm is not asked)."""
+        res = self.kube.exec(self.pod_of(name), SLURMD_CONTAINER, f"cat {shlex.quote(PROFILE_REVISION_FILE)}")
+        text = res.stdout.strip()
+        return text if res.ok and text else None
+
+
+__all__ = [
+    "ANNOTATION_ENVIRONMENT",
+    "ANNOTATION_REVISION",
+    "NodeSetMissing",
+    "NodeSetView",
+    "nodeset_revision",
+    "owned_by",
+    "worker_from_pod",
+]

@@ -1,0 +1,117 @@
+"""Is the Flox runtime registered in containerd's *effective* configuration? Parsed TOML, never grep.
+
+The worker node's ``flox-runtime.sh`` leaves registering the runtime to Flox's own shim installer; what this module
+checks is the result, read from ``containerd config dump`` (the configuration containerd really runs with, imports
+merged). A grep over that dump misses a correct configuration, because containerd prints every key of a runtime
+table in alphabetical order (``runtime_path`` comes nine lines after the table header in 1.7) and quote style and
+table paths differ between config versions 2 and 3; parsing the TOML has neither problem.
+
+What a working registration is (each point names its upstream source):
+
+- the table ``plugins."io.containerd.grpc.v1.cri".containerd.runtimes.<handler>`` (config version 2, containerd
+  1.7) or ``plugins."io.containerd.cri.v1.runtime".containerd.runtimes.<handler>`` (version 3, containerd 2.x):
+  floxdocs ``docs/k8s/install/self-managed.md`` "Manual installation" step 3, containerd ``docs/cri/config.md``;
+- ``runtime_type = "io.containerd.runc.v2"`` with ``runtime_path`` the shim: the shim is a wrapped build of
+  ``containerd-shim-runc-v2`` (floxdocs ``docs/k8s/tech.md`` "containerd-shim"; ``docs/k8s/install/eks.md``: "Our shim
+  is a build of the runc shim with hooks, so override runtime_path"; containerd ``docs/cri/config.md``:
+  ``runtime_path`` overrides the binary resolved from ``runtime_type``);
+- ``pod_annotations`` and ``container_annotations`` passing ``flox.dev/*`` through, or the shim never sees
+  ``flox.dev/environment`` (floxdocs ``docs/k8s/install/troubleshooting.md`` "Configuration conflicts"; patterns
+  are Go ``path.Match`` patterns per containerd ``docs/cri/config.md``);
+- ``options.SystemdCgroup = true`` (same floxdocs sections; kubelet runs with the systemd cgroup driver here).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+RUNC_V2 = "io.containerd.runc.v2"
+#: The annotation the shim reads to pick the environment (floxdocs docs/k8s/intro.md, docs/k8s/config.md).
+FLOX_ANNOTATION = "flox.dev/environment"
+#: The runtimes table per config version (containerd docs/cri/config.md; version 3 is containerd 2.x).
+RUNTIMES_TABLE = {
+    2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"),
+    3: ("plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes"),
+}
+
+
+def go_path_match(pattern: str, name: str) -> bool:
+    """Go's ``path.Match`` for the forms annotation patterns use (``*``, ``?``, literal text, ``[...]``):
+    ``*`` never crosses a ``/``, unlike Python's fnmatch."""
+    regex = ""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            regex += "[^/]*"
+        elif c == "?":
+            regex += "[^/]"
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end < 0:
+                return False  # Go: ErrBadPattern, which containerd treats as no match
+            body = pattern[i + 1 : end]
+            regex += "[" + ("^" + body[1:] if body.startswith("^") else body) + "]"
+            i = end
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            regex += re.escape(pattern[i])
+        else:
+            regex += re.escape(c)
+        i += 1
+    return re.fullmatch(regex, name) is not None
+
+
+@dataclass(frozen=True)
+class RuntimeCheck:
+    """The verdict on one effective configuration: ``problems`` empty means the runtime is registered."""
+
+    handler: str
+    version: int | None
+    runtime: dict[str, Any] | None
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_flox_runtime(dump: str, handler: str, shim: str) -> RuntimeCheck:
+    """Judge ``containerd config dump`` output: does runtime ``handler`` resolve to ``shim`` as Flox needs?"""
+    try:
+        doc = tomllib.loads(dump)
+    except tomllib.TOMLDecodeError as exc:
+        return RuntimeCheck(handler, None, None, (f"containerd config dump is not TOML: {exc}",))
+    version = doc.get("version", 1)
+    if version not in RUNTIMES_TABLE:
+        return RuntimeCheck(handler, version, None, (f"config version {version!r} predates containerd 1.7",))
+    table: Any = doc
+    for key in RUNTIMES_TABLE[version]:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    runtime = table.get(handler) if isinstance(table, dict) else None
+    path = ".".join(f'"{k}"' if "." in k else k for k in (*RUNTIMES_TABLE[version], handler))
+    if not isinstance(runtime, dict):
+        imports = doc.get("imports") or []
+        hint = f" (imports: {imports})" if imports else " (no imports are configured)"
+        return RuntimeCheck(handler, version, None, (f"no runtime table {path} in the effective config{hint}",))
+    problems = []
+    if runtime.get("runtime_type") != RUNC_V2:
+        problems.append(f"{path}.runtime_type is {runtime.get('runtime_type')!r}, not {RUNC_V2!r}")
+    if runtime.get("runtime_path") != shim:
+        problems.append(f"{path}.runtime_path is {runtime.get('runtime_path')!r}, not {shim!r}")
+    for field in ("pod_annotations", "container_annotations"):
+        patterns = runtime.get(field) or []
+        if not any(isinstance(p, str) and go_path_match(p, FLOX_ANNOTATION) for p in patterns):
+            problems.append(f"{path}.{field} {patterns!r} does not pass {FLOX_ANNOTATION} through")
+    options = runtime.get("options") or {}
+    if options.get("SystemdCgroup") is not True:
+        problems.append(f"{path}.options.SystemdCgroup is {options.get('SystemdCgroup')!r}, not true")
+    return RuntimeCheck(handler, version, runtime, tuple(problems))
