@@ -6,6 +6,7 @@ run unchanged against any cluster.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 
 import pytest
@@ -27,11 +28,107 @@ PROFILE_FILES = (
 PROFILE_DIR = "/run/flox-task-profile/current"
 
 
+#: Capabilities the target file declares by naming them; declared but not answering is a FAIL, not a SKIP.
+_DECLARED_BY = {
+    "kubernetes": lambda spec: spec.kubernetes is not None,
+    "flox-shim": lambda spec: spec.kubernetes is not None,
+    "admin": lambda spec: spec.admin is not None,
+    "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
+}
+
+
 def require(target, capability: str) -> None:
-    """SKIP, naming the missing capability, unless the target has it."""
+    """SKIP, naming the missing capability, when the target does not have it at all; FAIL, with the error, when
+    the target file declares it (a kubeconfig, an admin login, a login endpoint) but it does not answer."""
     why = target.why_missing(capability)
-    if why:
-        pytest.skip(f"missing capability {capability}: {why}")
+    if not why:
+        return
+    declared = _DECLARED_BY.get(capability)
+    if declared is not None and declared(target.spec):
+        pytest.fail(
+            f"requirement not met: declared capability {capability} answers\n"
+            f"target {target.spec.name!r} declares {capability}, but: {why}",
+            pytrace=False,
+        )
+    pytest.skip(f"missing capability {capability}: {why}")
+
+
+#: Slurm node states of a worker that serves (base state, flags such as ``*`` or ``~`` stripped).
+_SERVING = {"idle", "mixed", "allocated", "completing", "planned"}
+
+
+def partition_nodes(target) -> tuple[dict[str, str], Result]:
+    """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
+    res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
+    nodes: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        name, sep, state = line.strip().partition("|")
+        if sep:
+            nodes[name] = state.lower()
+    return nodes, res
+
+
+def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
+    """The worker cohort: what Slurm lists in the partition, cross-checked with what the owner (NodeSet or local
+    pool) lists. Returns (every node of either list, problems naming each node, evidence). A node in the
+    partition the owner does not list, a listed worker Slurm does not have, or a worker that does not serve is a
+    problem; none of them is dropped from the list, so per-worker checks still reach every node."""
+    nodes, res = partition_nodes(target)
+    evidence: list[Result | str] = [res]
+    problems: list[str] = []
+    if not res.ok:
+        return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
+    if not nodes:
+        problems.append(f"Slurm lists no node in partition {target.spec.partition}")
+    for name, state in sorted(nodes.items()):
+        base = state.rstrip("*~#!%$@^-+").split("+")[0]
+        if base not in _SERVING:
+            problems.append(f"{name} is in partition {target.spec.partition} but not serving (state {state})")
+    listed: dict[str, object] = {}
+    if target.pool is not None:
+        infos = target.pool.workers()
+        evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
+        listed = {w.name: w for w in infos}
+        for name in sorted(set(nodes) - set(listed)):
+            problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
+        for name, info in sorted(listed.items()):
+            if name not in nodes:
+                problems.append(f"{name} is listed by the owner but not registered in Slurm")
+            elif not getattr(info, "ready", False):
+                problems.append(f"{name} is listed by the owner but not ready")
+    return sorted(set(nodes) | set(listed)), problems, evidence
+
+
+def worker_runtime(target, name: str, mode: str):
+    """The runtime provider's record of what worker ``name`` was given, resolved where the worker sees it
+    (:class:`pytest_slurmflox.expectations.Runtime`), or a string saying why there is none."""
+    from pytest_slurmflox.expectations import Runtime
+
+    realization = getattr(target.pool, "realization", None)
+    if realization is None:
+        return "the worker owner keeps no runtime-provider record (only the local runtime provider does)"
+    got = realization(name)
+    if not got:
+        return f"the owner has no realization of {name}"
+    if not got.get("record"):
+        return f"the runtime provider has no record of {got.get('realized_path')} ({name})"
+    return Runtime.from_record(got["record"], str(got["realized_path"]), mode)
+
+
+def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
+    """Provider records for ``nodes``; SKIP when the target has no provider record at all, FAIL naming a node
+    whose record is missing."""
+    if getattr(target.pool, "realization", None) is None:
+        pytest.skip(
+            "missing capability runtime-record: the worker owner keeps no runtime-provider record of the realized "
+            "generation (the local runtime provider does; Flox lock metadata is compared in T2 only where recorded)"
+        )
+    out = {}
+    for node in nodes:
+        rt = worker_runtime(target, node, mode)
+        requirement(not isinstance(rt, str), f"{node}: the runtime provider recorded what it realized", str(rt))
+        out[node] = rt
+    return out
 
 
 def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
@@ -101,3 +198,23 @@ def slurm_version_tuple(version: str) -> tuple[int, ...]:
         digits = "".join(c for c in piece if c.isdigit())
         parts.append(int(digits or 0))
     return tuple(parts)
+
+
+#: Prints ``<node>|<base64 of the process's own environment block>``: the exact environment slurmd gave the task,
+#: before any shell adds to it. Builtins and an absolute path only: under --export=NONE the task has no PATH.
+ENVIRON_PROBE = 'printf "%s|" "$SLURMD_NODENAME"; /usr/bin/base64 -w0 /proc/$$/environ; echo'
+
+
+def environs(text: str) -> dict[str, dict[str, str]]:
+    """Parse ``node|base64(environ)`` lines into node -> environment."""
+    from pytest_slurmflox.expectations import parse_environ
+
+    out: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        node, sep, blob = line.partition("|")
+        if sep and blob:
+            try:
+                out[node] = parse_environ(base64.b64decode(blob))
+            except ValueError:
+                continue
+    return out
