@@ -70,5 +70,9 @@ class LocalWorkerPool:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         return self.substrate.start_isolated_worker(name, flox_ref)
 
+    def phase(self, name: str) -> str:
+        """Where worker ``name``'s boot stands, as its node init reports it (``running``, ``failed: <why>``...)."""
+        return self.substrate.node(name).phase()
+
     def stop_isolated_worker(self, name: str) -> None:
         self.substrate.stop_isolated_worker(name)
