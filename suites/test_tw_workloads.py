@@ -102,13 +102,13 @@ def test_workload(workload: Workload, submit, slurm) -> None:
     output = got.stdout if got is not None and got.ok else f"<no output at {stdout_path!r}>"
     rc, signal = exit_status(info.get("ExitCode", ""))
     shown = (f"job {job}: state {state.state}, ExitCode {info.get('ExitCode')}, nodes {info.get('NodeList')}", output)
-    final = "COMPLETED" if workload.exit_code == 0 else "FAILED"
-    requirement(state.state == final, f"{workload.id} ends {final} (it ended {state.state})", *shown)
     requirement(
         rc == workload.exit_code and signal == 0,
         f"{workload.id} exits with {workload.exit_code} (expected: {workload.expectations()})",
         *shown,
     )
+    final = "COMPLETED" if workload.exit_code == 0 else "FAILED"
+    requirement(state.state == final, f"{workload.id} ends {final} (it ended {state.state})", *shown)
     if workload.output_pattern is not None:
         requirement(
             re.search(workload.output_pattern, output, re.M) is not None,
