@@ -116,12 +116,21 @@ def worker_runtime(target, name: str, mode: str):
 
 
 def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
-    """Provider records for ``nodes``; SKIP when the target has no provider record at all, FAIL naming a node
-    whose record is missing."""
+    """The realized runtime of each node, from the runtime provider, never from the worker's task profile:
+
+    - local substrate: the local runtime provider's record (through the pool);
+    - Kubernetes: what the Flox shim gave slurmd's own process (its FLOX_ENV, the PATH entries rooted there, the
+      executables in them, its environment), read by pod exec into the slurmd container, which the profile
+      initializer does not write; no content digest (T2 says so).
+
+    SKIP when the target has neither; FAIL naming a node whose record is missing."""
+    nodes = list(nodes)
     if getattr(target.pool, "realization", None) is None:
+        if target.why_missing("kubernetes") is None:
+            return {node: _shim_runtime(target, node, mode) for node in nodes}
         pytest.skip(
-            "missing capability runtime-record: the worker owner keeps no runtime-provider record of the realized "
-            "generation (the local runtime provider does; Flox lock metadata is compared in T2 only where recorded)"
+            "missing capability runtime-record: neither a runtime-provider record (local substrate) nor a Flox shim "
+            "(Kubernetes) shows what the workers realized"
         )
     out = {}
     for node in nodes:
@@ -129,6 +138,50 @@ def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
         requirement(not isinstance(rt, str), f"{node}: the runtime provider recorded what it realized", str(rt))
         out[node] = rt
     return out
+
+
+_SHIM_PROBE = (
+    'for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = slurmd ]; then '
+    "base64 -w0 < $p/environ; echo; exit 0; fi; done; exit 1"
+)
+
+
+def _shim_runtime(target, node: str, mode: str):
+    """What the Flox shim prepared for slurmd in ``node``'s pod (Kubernetes)."""
+    from pytest_slurmflox.expectations import Runtime, parse_environ
+
+    pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
+    pod = next((p for p in pods if node in (p["spec"].get("hostname"), p["metadata"]["name"])), None)
+    requirement(pod is not None, f"{node}: a slurmd pod runs it", ", ".join(p["metadata"]["name"] for p in pods))
+    name = pod["metadata"]["name"]
+    res = target.kube.exec(name, "slurmd", _SHIM_PROBE)
+    env = parse_environ(base64.b64decode(res.stdout.strip() or b"")) if res.ok else {}
+    root = env.get("FLOX_ENV", "").rstrip("/")
+    requirement(bool(root), f"{node}: slurmd in {name} runs with a Flox-activated environment (FLOX_ENV)", res)
+    entries = []
+    for entry in env.get("PATH", "").split(":"):
+        if (entry == root or entry.startswith(root + "/")) and entry not in entries:
+            entries.append(entry)
+    listing = target.kube.exec(
+        name,
+        "slurmd",
+        "for d in " + " ".join(_q(e) for e in entries) + '; do for f in "$d"/*; do '
+        '[ -f "$f" ] && [ -x "$f" ] && printf \'%s|%s\\n\' "$d" "${f##*/}"; done; done; true',
+    )
+    bins: dict[str, list[str]] = {}
+    for line in listing.stdout.splitlines():
+        entry, _, exe = line.partition("|")
+        bins.setdefault(entry, []).append(exe)
+    annotations = pod["metadata"].get("annotations") or {}
+    return Runtime(
+        ref=str(annotations.get("flox.dev/environment", "")),
+        realized_path=root,
+        content_digest="",
+        path=tuple(entries),
+        bin_entries={k: tuple(sorted(v)) for k, v in bins.items()},
+        exports={k: v for k, v in env.items() if k != "PATH"},
+        activation="ok",
+    )
 
 
 def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:

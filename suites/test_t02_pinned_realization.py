@@ -46,6 +46,12 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
             f"{node}: the runtime provider realized {expect.environment} for it (it realized {rt.ref})",
             str(rt),
         )
+    undigested = sorted(node for node, rt in records.items() if not rt.content_digest)
+    if undigested:
+        pytest.skip(
+            "missing capability content-record: the runtime provider keeps no content digest for "
+            f"{', '.join(undigested)} (the Flox shim's lock metadata is not compared yet)"
+        )
     cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
     script = f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; /bin/bash -c {_q(DIGEST_SH)} digest "$d"'
     res = on_each(submit, workers, script)
