@@ -253,21 +253,44 @@ def slurm_version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-#: Prints ``<node>|<base64 of the process's own environment block>``: the exact environment slurmd gave the task,
-#: before any shell adds to it. Builtins and an absolute path only: under --export=NONE the task has no PATH.
-ENVIRON_PROBE = 'printf "%s|" "$SLURMD_NODENAME"; /usr/bin/base64 -w0 /proc/$$/environ; echo'
+#: Prints the task's own environment block (exactly what slurmd gave it, before any shell adds to it) as
+#: ``<node>|<n>|<base64 chunk>`` lines and a final ``<node>|END|``. Short lines, each one printf, so the output of
+#: several tasks of one step cannot interleave inside a line (srun flushes long lines in pieces). Builtins and
+#: absolute paths only: under --export=NONE the task has no PATH.
+ENVIRON_PROBE = (
+    "/usr/bin/base64 -w 600 /proc/$$/environ | { n=0; while IFS= read -r l; do "
+    'printf "%s|%s|%s\\n" "$SLURMD_NODENAME" "$n" "$l"; n=$((n+1)); done; }; printf "%s|END|\\n" "$SLURMD_NODENAME"'
+)
+#: The same for the submitting shell on the login endpoint (its exported variables), labelled ``SUBMIT``.
+SUBMIT_PROBE = (
+    "/usr/bin/env -0 | /usr/bin/base64 -w 600 | { n=0; while IFS= read -r l; do "
+    "printf 'SUBMIT|%s|%s\\n' \"$n\" \"$l\"; n=$((n+1)); done; }; printf 'SUBMIT|END|\\n'; "
+)
 
 
 def environs(text: str) -> dict[str, dict[str, str]]:
-    """Parse ``node|base64(environ)`` lines into node -> environment."""
+    """Parse :data:`ENVIRON_PROBE` / :data:`SUBMIT_PROBE` output into node -> environment; a node whose END marker
+    is missing (its output was cut) is left out, so the check names it as not having answered."""
     from pytest_slurmflox.expectations import parse_environ
 
-    out: dict[str, dict[str, str]] = {}
+    chunks: dict[str, dict[int, str]] = {}
+    complete: set[str] = set()
     for line in text.splitlines():
-        node, sep, blob = line.partition("|")
-        if sep and blob:
-            try:
-                out[node] = parse_environ(base64.b64decode(blob))
-            except ValueError:
-                continue
+        parts = line.split("|")
+        if len(parts) != 3:
+            continue
+        node, seq, chunk = parts
+        if seq == "END":
+            complete.add(node)
+        elif seq.isdigit():
+            chunks.setdefault(node, {})[int(seq)] = chunk
+    out: dict[str, dict[str, str]] = {}
+    for node in complete:
+        got = chunks.get(node, {})
+        if sorted(got) != list(range(len(got))):
+            continue
+        try:
+            out[node] = parse_environ(base64.b64decode("".join(got[i] for i in range(len(got)))))
+        except ValueError:
+            continue
     return out

@@ -22,13 +22,22 @@ import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
 
-from ._support import ENVIRON_PROBE, _q, environs, on_each, per_node, requirement, runtimes, slurm_version_tuple
+from ._support import (
+    ENVIRON_PROBE,
+    SUBMIT_PROBE,
+    _q,
+    environs,
+    on_each,
+    per_node,
+    requirement,
+    runtimes,
+    slurm_version_tuple,
+)
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TP]
 
 SUBMIT_VAR = "SFX_SUBMIT_SIDE"
 MODES = ("default", "ALL", "NONE", "NIL", "VARLIST")
-CAPTURE = "printf 'SUBMIT|'; /usr/bin/env -0 | /usr/bin/base64 -w0; echo; "
 
 
 def _export_arg(mode: str) -> str:
@@ -78,7 +87,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect):
     _skip_unsupported(mode, target)
     n = len(workers)
     line = (
-        f"export {SUBMIT_VAR}=from-login; {CAPTURE}"
+        f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}"
         f"srun -J {_q(submit.name)} -p {_q(submit.partition)} -N{n} -n{n} --ntasks-per-node=1 "
         f"-w {','.join(workers)} {_export_arg(mode)} /bin/bash -c {_q(ENVIRON_PROBE)}"
     )
@@ -99,8 +108,8 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect)
         f"-o {submit.outdir}/%j.out {_export_arg(mode)} {path};"
         for node in workers
     )
-    res = submit.login.run(f"export {SUBMIT_VAR}=from-login; {CAPTURE}{sbatch}").check()
-    jobs = [line.split(";")[0] for line in res.stdout.splitlines()[1:] if line.strip()]
+    res = submit.login.run(f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}{sbatch}").check()
+    jobs = [line.split(";")[0] for line in res.stdout.splitlines() if line.strip() and "|" not in line]
     submit.submitted.extend(jobs)
     requirement(len(jobs) == len(workers), f"[sbatch {mode}] one batch job per worker was accepted", res)
     states = submit.wait(*jobs)
