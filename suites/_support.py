@@ -53,6 +53,19 @@ def require(target, capability: str) -> None:
     pytest.skip(f"missing capability {capability}: {why}")
 
 
+def declared_nodeset(target) -> dict:
+    """The NodeSet the target file names; FAIL (not SKIP) when it is declared but the API does not have it."""
+    require(target, "kubernetes")
+    name = target.spec.kubernetes.nodeset
+    nodeset = target.kube.nodeset(name)
+    requirement(
+        nodeset is not None,
+        f"declared NodeSet {name} exists in namespace {target.spec.kubernetes.namespace}",
+        f"the Kubernetes API has no NodeSet {name}",
+    )
+    return nodeset
+
+
 #: Slurm node states of a worker that serves (base state, flags such as ``*`` or ``~`` stripped).
 _SERVING = {"idle", "mixed", "allocated", "completing", "planned"}
 

@@ -20,7 +20,7 @@ import pytest
 from pytest_slurmflox.expectations import is_pinned_reference
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
-from ._support import _q, cohort, on_each, per_node, require, requirement, runtimes
+from ._support import _q, cohort, declared_nodeset, on_each, per_node, require, requirement, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T2]
 
@@ -86,7 +86,7 @@ def test_worker_owner_reports_the_pin(target, expect, workers):
 
 def test_pod_annotation_pins_the_generation(target, expect):
     require(target, "kubernetes")
-    nodeset = target.kube.nodeset(target.spec.kubernetes.nodeset)
+    nodeset = declared_nodeset(target)
     annotations = nodeset["spec"]["template"]["metadata"].get("annotations", {})
     requirement(
         annotations.get("flox.dev/environment") == expect.environment,

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_slurmflox.checks import node_pool_problems, placement_problems
 
-from ._support import ENVIRON_PROBE, _q, environs, on_each, require, requirement
+from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
@@ -86,7 +86,7 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
 
 def test_worker_pods_only_on_reserved_nodes(target, expect):
     require(target, "kubernetes")
-    nodeset = target.kube.nodeset(target.spec.kubernetes.nodeset)
+    nodeset = declared_nodeset(target)
     problems = placement_problems(nodeset["spec"]["template"])
     requirement(not problems, "the NodeSet selects and tolerates the reserved pool", *problems)
     pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
