@@ -89,6 +89,12 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
     nodes, res = partition_nodes(target)
     evidence: list[Result | str] = [res]
     problems: list[str] = []
+    # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
+    # as such, and never part of the cohort.
+    isolated = set(getattr(target.pool, "isolated", set)()) if target.pool is not None else set()
+    if isolated:
+        evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
+        nodes = {n: s for n, s in nodes.items() if n not in isolated}
     if not res.ok:
         return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
     if not nodes:
@@ -101,7 +107,7 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
     if target.pool is not None:
         infos = target.pool.workers()
         evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
-        listed = {w.name: w for w in infos}
+        listed = {w.name: w for w in infos if w.name not in isolated}
         for name in sorted(set(nodes) - set(listed)):
             problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
         for name, info in sorted(listed.items()):

@@ -70,6 +70,10 @@ class LocalWorkerPool:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         return self.substrate.start_isolated_worker(name, flox_ref)
 
+    def isolated(self) -> set[str]:
+        """Throwaway workers started by :meth:`start_isolated_worker`: listed, but not part of the cohort."""
+        return set(self.substrate.read_state().get("isolated", {}))
+
     def phase(self, name: str) -> str:
         """Where worker ``name``'s boot stands, as its node init reports it (``running``, ``failed: <why>``...)."""
         return self.substrate.node(name).phase()
