@@ -325,6 +325,8 @@ SUBSTRATE_DEFAULTS: dict[str, dict[str, str]] = {
     "local": {
         "WORKER_FLOX_ENV": "local/demo",
         "WORKER_FLOX_GENERATION": "1",
+        # a non-empty allow-list, so a default local run exercises the allow-list path (demo's hook exports it)
+        "WORKER_ENV_EXPORTS": "SLURMFLOX_DEMO_GENERATION",
         "WORKER_CPUS": "2",
         "WORKER_MEM_MB": "1024",
     },

@@ -6,6 +6,7 @@ run unchanged against any cluster.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 
 import pytest
@@ -27,11 +28,179 @@ PROFILE_FILES = (
 PROFILE_DIR = "/run/flox-task-profile/current"
 
 
+#: Capabilities the target file declares by naming them; declared but not answering is a FAIL, not a SKIP.
+_DECLARED_BY = {
+    "kubernetes": lambda spec: spec.kubernetes is not None,
+    "flox-shim": lambda spec: spec.kubernetes is not None,
+    "admin": lambda spec: spec.admin is not None,
+    "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
+}
+
+
 def require(target, capability: str) -> None:
-    """SKIP, naming the missing capability, unless the target has it."""
+    """SKIP, naming the missing capability, when the target does not have it at all; FAIL, with the error, when
+    the target file declares it (a kubeconfig, an admin login, a login endpoint) but it does not answer."""
     why = target.why_missing(capability)
-    if why:
-        pytest.skip(f"missing capability {capability}: {why}")
+    if not why:
+        return
+    declared = _DECLARED_BY.get(capability)
+    if declared is not None and declared(target.spec):
+        pytest.fail(
+            f"requirement not met: declared capability {capability} answers\n"
+            f"target {target.spec.name!r} declares {capability}, but: {why}",
+            pytrace=False,
+        )
+    pytest.skip(f"missing capability {capability}: {why}")
+
+
+def declared_nodeset(target) -> dict:
+    """The NodeSet the target file names; FAIL (not SKIP) when it is declared but the API does not have it."""
+    require(target, "kubernetes")
+    name = target.spec.kubernetes.nodeset
+    nodeset = target.kube.nodeset(name)
+    requirement(
+        nodeset is not None,
+        f"declared NodeSet {name} exists in namespace {target.spec.kubernetes.namespace}",
+        f"the Kubernetes API has no NodeSet {name}",
+    )
+    return nodeset
+
+
+#: Slurm node states of a worker that serves (base state, flags such as ``*`` or ``~`` stripped).
+_SERVING = {"idle", "mixed", "allocated", "completing", "planned"}
+
+
+def partition_nodes(target) -> tuple[dict[str, str], Result]:
+    """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
+    res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
+    nodes: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        name, sep, state = line.strip().partition("|")
+        if sep:
+            nodes[name] = state.lower()
+    return nodes, res
+
+
+def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
+    """The worker cohort: what Slurm lists in the partition, cross-checked with what the owner (NodeSet or local
+    pool) lists. Returns (every node of either list, problems naming each node, evidence). A node in the
+    partition the owner does not list, a listed worker Slurm does not have, or a worker that does not serve is a
+    problem; none of them is dropped from the list, so per-worker checks still reach every node."""
+    nodes, res = partition_nodes(target)
+    evidence: list[Result | str] = [res]
+    problems: list[str] = []
+    # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
+    # as such, and never part of the cohort.
+    isolated = set(getattr(target.pool, "isolated", set)()) if target.pool is not None else set()
+    if isolated:
+        evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
+        nodes = {n: s for n, s in nodes.items() if n not in isolated}
+    if not res.ok:
+        return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
+    if not nodes:
+        problems.append(f"Slurm lists no node in partition {target.spec.partition}")
+    for name, state in sorted(nodes.items()):
+        base = state.rstrip("*~#!%$@^-+").split("+")[0]
+        if base not in _SERVING:
+            problems.append(f"{name} is in partition {target.spec.partition} but not serving (state {state})")
+    listed: dict[str, object] = {}
+    if target.pool is not None:
+        infos = target.pool.workers()
+        evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
+        listed = {w.name: w for w in infos if w.name not in isolated}
+        for name in sorted(set(nodes) - set(listed)):
+            problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
+        for name, info in sorted(listed.items()):
+            if name not in nodes:
+                problems.append(f"{name} is listed by the owner but not registered in Slurm")
+            elif not getattr(info, "ready", False):
+                problems.append(f"{name} is listed by the owner but not ready")
+    return sorted(set(nodes) | set(listed)), problems, evidence
+
+
+def worker_runtime(target, name: str, mode: str):
+    """The runtime provider's record of what worker ``name`` was given, resolved where the worker sees it
+    (:class:`pytest_slurmflox.expectations.Runtime`), or a string saying why there is none."""
+    from pytest_slurmflox.expectations import Runtime
+
+    realization = getattr(target.pool, "realization", None)
+    if realization is None:
+        return "the worker owner keeps no runtime-provider record (only the local runtime provider does)"
+    got = realization(name)
+    if not got:
+        return f"the owner has no realization of {name}"
+    if not got.get("record"):
+        return f"the runtime provider has no record of {got.get('realized_path')} ({name})"
+    return Runtime.from_record(got["record"], str(got["realized_path"]), mode)
+
+
+def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
+    """The realized runtime of each node, from the runtime provider, never from the worker's task profile:
+
+    - local substrate: the local runtime provider's record (through the pool);
+    - Kubernetes: what the Flox shim gave slurmd's own process (its FLOX_ENV, the PATH entries rooted there, the
+      executables in them, its environment), read by pod exec into the slurmd container, which the profile
+      initializer does not write; no content digest (T2 says so).
+
+    SKIP when the target has neither; FAIL naming a node whose record is missing."""
+    nodes = list(nodes)
+    if getattr(target.pool, "realization", None) is None:
+        if target.why_missing("kubernetes") is None:
+            return {node: _shim_runtime(target, node, mode) for node in nodes}
+        pytest.skip(
+            "missing capability runtime-record: neither a runtime-provider record (local substrate) nor a Flox shim "
+            "(Kubernetes) shows what the workers realized"
+        )
+    out = {}
+    for node in nodes:
+        rt = worker_runtime(target, node, mode)
+        requirement(not isinstance(rt, str), f"{node}: the runtime provider recorded what it realized", str(rt))
+        out[node] = rt
+    return out
+
+
+_SHIM_PROBE = (
+    'for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = slurmd ]; then '
+    "base64 -w0 < $p/environ; echo; exit 0; fi; done; exit 1"
+)
+
+
+def _shim_runtime(target, node: str, mode: str):
+    """What the Flox shim prepared for slurmd in ``node``'s pod (Kubernetes)."""
+    from pytest_slurmflox.expectations import Runtime, parse_environ
+
+    pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
+    pod = next((p for p in pods if node in (p["spec"].get("hostname"), p["metadata"]["name"])), None)
+    requirement(pod is not None, f"{node}: a slurmd pod runs it", ", ".join(p["metadata"]["name"] for p in pods))
+    name = pod["metadata"]["name"]
+    res = target.kube.exec(name, "slurmd", _SHIM_PROBE)
+    env = parse_environ(base64.b64decode(res.stdout.strip() or b"")) if res.ok else {}
+    root = env.get("FLOX_ENV", "").rstrip("/")
+    requirement(bool(root), f"{node}: slurmd in {name} runs with a Flox-activated environment (FLOX_ENV)", res)
+    entries = []
+    for entry in env.get("PATH", "").split(":"):
+        if (entry == root or entry.startswith(root + "/")) and entry not in entries:
+            entries.append(entry)
+    listing = target.kube.exec(
+        name,
+        "slurmd",
+        "for d in " + " ".join(_q(e) for e in entries) + '; do for f in "$d"/*; do '
+        '[ -f "$f" ] && [ -x "$f" ] && printf \'%s|%s\\n\' "$d" "${f##*/}"; done; done; true',
+    )
+    bins: dict[str, list[str]] = {}
+    for line in listing.stdout.splitlines():
+        entry, _, exe = line.partition("|")
+        bins.setdefault(entry, []).append(exe)
+    annotations = pod["metadata"].get("annotations") or {}
+    return Runtime(
+        ref=str(annotations.get("flox.dev/environment", "")),
+        realized_path=root,
+        content_digest="",
+        path=tuple(entries),
+        bin_entries={k: tuple(sorted(v)) for k, v in bins.items()},
+        exports={k: v for k, v in env.items() if k != "PATH"},
+        activation="ok",
+    )
 
 
 def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
@@ -101,3 +270,46 @@ def slurm_version_tuple(version: str) -> tuple[int, ...]:
         digits = "".join(c for c in piece if c.isdigit())
         parts.append(int(digits or 0))
     return tuple(parts)
+
+
+#: Prints the task's own environment block (exactly what slurmd gave it, before any shell adds to it) as
+#: ``<node>|<n>|<base64 chunk>`` lines and a final ``<node>|END|``. Short lines, each one printf, so the output of
+#: several tasks of one step cannot interleave inside a line (srun flushes long lines in pieces). Builtins and
+#: absolute paths only: under --export=NONE the task has no PATH.
+ENVIRON_PROBE = (
+    "/usr/bin/base64 -w 600 /proc/$$/environ | { n=0; while IFS= read -r l; do "
+    'printf "%s|%s|%s\\n" "$SLURMD_NODENAME" "$n" "$l"; n=$((n+1)); done; }; printf "%s|END|\\n" "$SLURMD_NODENAME"'
+)
+#: The same for the submitting shell on the login endpoint (its exported variables), labelled ``SUBMIT``.
+SUBMIT_PROBE = (
+    "/usr/bin/env -0 | /usr/bin/base64 -w 600 | { n=0; while IFS= read -r l; do "
+    "printf 'SUBMIT|%s|%s\\n' \"$n\" \"$l\"; n=$((n+1)); done; }; printf 'SUBMIT|END|\\n'; "
+)
+
+
+def environs(text: str) -> dict[str, dict[str, str]]:
+    """Parse :data:`ENVIRON_PROBE` / :data:`SUBMIT_PROBE` output into node -> environment; a node whose END marker
+    is missing (its output was cut) is left out, so the check names it as not having answered."""
+    from pytest_slurmflox.expectations import parse_environ
+
+    chunks: dict[str, dict[int, str]] = {}
+    complete: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3:
+            continue
+        node, seq, chunk = parts
+        if seq == "END":
+            complete.add(node)
+        elif seq.isdigit():
+            chunks.setdefault(node, {})[int(seq)] = chunk
+    out: dict[str, dict[str, str]] = {}
+    for node in complete:
+        got = chunks.get(node, {})
+        if sorted(got) != list(range(len(got))):
+            continue
+        try:
+            out[node] = parse_environ(base64.b64decode("".join(got[i] for i in range(len(got)))))
+        except ValueError:
+            continue
+    return out

@@ -1,7 +1,13 @@
 """T1: the Flox shim really executed on the slurmd CRI sandbox.
 
-Requirement: every worker pod runs under RuntimeClass ``flox`` and its slurmd container was prepared by the shim
-(the pinned environment is active in slurmd's own process), rather than starting from the plain image.
+Requirement: every worker pod runs under RuntimeClass ``flox`` whose handler is the Flox shim, its slurmd
+container was prepared by the shim (slurmd's own process carries a FLOX_ENV that lies in the Flox store and is
+the realized path recorded for that worker, the same across the cohort), and the profile initializer runs the
+image it should, rather than anything starting from a plain image or a lookalike.
+
+Where the expectations come from: the pinned environment, revision, image and activation mode are the target
+file's ``expect``; the handler name ``flox`` is the Flox shim's registration (reference design); the realized path
+is the runtime provider's record where the owner keeps one, otherwise the cohort must agree on one Flox store path.
 """
 
 from __future__ import annotations
@@ -35,17 +41,55 @@ def test_worker_pods_run_under_runtimeclass_flox(target, expect):
         requirement(not problems, f"worker pod {pod['metadata']['name']} carries the runtime contract", *problems)
 
 
+def test_runtimeclass_flox_is_handled_by_the_flox_shim(target):
+    require(target, "kubernetes")
+    require(target, "flox-shim")
+    rc = target.kube.runtime_class("flox") or {}
+    requirement(rc.get("handler") == "flox", "RuntimeClass flox is handled by the Flox shim (handler flox)", str(rc))
+
+
+def test_profile_initializer_runs_the_expected_image(target, expect):
+    for pod in _worker_pods(target):
+        inits = {c.get("name"): c for c in pod["spec"].get("initContainers") or []}
+        init = inits.get("flox-task-profile-init")
+        requirement(
+            init is not None and init.get("image") == expect.image,
+            f"{pod['metadata']['name']}: flox-task-profile-init runs {expect.image}",
+            str(init),
+        )
+
+
+#: Where a Flox-realized environment lives: the Nix store the shim realizes into.
+FLOX_STORE = "/nix/store/"
+
+
 def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
+    realized: dict[str, str] = {}
     for pod in _worker_pods(target):
         name = pod["metadata"]["name"]
         res = target.kube.exec(
             name,
             "slurmd",
             'for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = slurmd ]; then '
-            "tr '\\0' '\\n' < $p/environ | grep '^FLOX_ENV=' && exit 0; fi; done; exit 1",
+            "e=$(tr '\\0' '\\n' < $p/environ | sed -n 's/^FLOX_ENV=//p'); "
+            'echo "FLOX_ENV=$e"; echo "RESOLVED=$(readlink -f "$e")"; exit 0; fi; done; exit 1',
         )
+        values = dict(line.partition("=")[::2] for line in res.stdout.splitlines() if "=" in line)
+        env, resolved = values.get("FLOX_ENV", ""), values.get("RESOLVED", "")
         requirement(
-            res.ok and res.stdout.startswith("FLOX_ENV=/"),
-            f"slurmd in {name} runs with the shim's FLOX_ENV (not the plain image)",
+            res.ok and env.startswith("/") and resolved.startswith(FLOX_STORE),
+            f"slurmd in {name} runs with the shim's FLOX_ENV, in the Flox store {FLOX_STORE} (not the plain image)",
             res,
         )
+        recorded = getattr(target.pool, "realization", None)
+        if recorded is not None:
+            node = (pod["metadata"].get("labels") or {}).get("slinky.slurm.net/node-name", name)
+            got = recorded(node) or {}
+            requirement(
+                got.get("realized_path") in (env, resolved),
+                f"{name}: slurmd's FLOX_ENV is the realized path recorded for it",
+                res,
+                str(got),
+            )
+        realized[name] = resolved
+    requirement(len(set(realized.values())) == 1, "one realized environment across the cohort", str(realized))

@@ -1,17 +1,27 @@
-"""T3: task-profile initialization is complete and consistent on every worker.
+"""T3: task-profile initialization is complete and right on every worker.
 
-Requirement: each worker's profile has the expected schema, its completion marker, the deployed runtime revision,
-the deployed image, mode and PATH policy, at least one Flox PATH entry rooted in the realized environment, and only
-allow-listed exports.
+Requirement: each worker's profile has the expected schema and its completion marker, and every fact in it is the
+one the deployment should have: the pinned environment, the image, the runtime revision, the activation mode and
+PATH policy, the realized path, the environment's own PATH entries in their order, and exactly the allow-listed
+variables with the values the environment defines.
+
+Where the expectations come from (the profile is the thing under test, never its own reference):
+
+- schema: our code (settings.TASK_PROFILE_SCHEMA);
+- environment, image, activation mode, PATH policy, allow-list: the target file's ``expect`` section;
+- revision: recomputed from the target's settings and image with our own revision code (expectations.py);
+- realized path, PATH entries and exported values: the runtime provider's record of the realized generation
+  (expectations.Runtime, read through the worker pool on the host).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.expectations import expected_exports, expected_revision
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
-from ._support import read_profiles, requirement
+from ._support import read_profiles, requirement, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 
@@ -23,44 +33,59 @@ def profiles(submit, workers):
 
 def test_profile_is_complete_on_every_worker(profiles, workers):
     found, res = profiles
-    requirement(set(found) == set(workers), "every worker's task can read its profile", res)
-    for node, files in found.items():
+    for node in workers:
+        files = found.get(node)
+        requirement(files is not None, f"{node}: a task can read its profile", res)
         requirement("__missing__" not in files, f"{node}: all profile files present", res)
         requirement(files.get("schema") == [TASK_PROFILE_SCHEMA], f"{node}: schema {TASK_PROFILE_SCHEMA}", res)
         requirement(len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written", res)
 
 
-def test_profile_matches_the_deployment(profiles, expect):
+def test_profile_matches_the_declared_deployment(profiles, workers, expect):
     found, res = profiles
     s = expect.settings
-    for node, files in found.items():
-        requirement(files.get("revision") == [expect.revision], f"{node}: revision {expect.revision}", res)
+    revision = expected_revision(s, expect.image)
+    for node in workers:
+        files = found.get(node, {})
+        requirement(files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}", res)
+        requirement(files.get("revision") == [revision], f"{node}: revision {revision} (computed)", res)
         requirement(files.get("image") == [expect.image], f"{node}: image {expect.image}", res)
         requirement(files.get("activate-mode") == [s.worker_flox_activate_mode], f"{node}: activation mode", res)
         requirement(files.get("path-precedence") == [s.worker_path_precedence], f"{node}: PATH policy", res)
-        realized = (files.get("realized-path") or ["?"])[0]
-        entries = files.get("path", [])
+
+
+def test_profile_path_is_the_environments_own_entries_in_order(profiles, target, workers, expect):
+    found, res = profiles
+    records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    for node, rt in records.items():
+        files = found.get(node, {})
         requirement(
-            bool(entries) and all(e == realized or e.startswith(realized + "/") for e in entries),
-            f"{node}: PATH entries all rooted in the realized environment {realized}",
+            files.get("realized-path") == [rt.realized_path],
+            f"{node}: realized path is the provider's {rt.realized_path}",
+            res,
+        )
+        requirement(
+            files.get("path") == list(rt.path),
+            f"{node}: PATH entries are exactly the environment's, in order: {list(rt.path)}",
             res,
         )
 
 
-def test_profile_exports_only_allow_listed_variables(profiles, expect):
+def test_profile_exports_exactly_the_allow_listed_values(profiles, target, workers, expect):
     found, res = profiles
-    allowed = set(expect.settings.worker_env_exports)
-    for node, files in found.items():
-        names = {line.partition("=")[0] for line in files.get("exports", [])}
-        requirement(names <= allowed, f"{node}: exports {sorted(names)} within allow-list {sorted(allowed)}", res)
-        requirement(all("\r" not in line for line in files.get("exports", [])), f"{node}: single-line values", res)
-
-
-def test_profile_is_identical_across_the_cohort(profiles):
-    found, res = profiles
-    shapes = {node: {k: v for k, v in files.items()} for node, files in found.items()}
-    requirement(
-        len({repr(sorted(v.items())) for v in shapes.values()}) == 1,
-        "every worker of the cohort carries the same profile",
-        res,
-    )
+    allow = expect.settings.worker_env_exports
+    records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    for node, rt in records.items():
+        lines = found.get(node, {}).get("exports", [])
+        got = dict(line.partition("=")[::2] for line in lines)
+        want = expected_exports(allow, rt)
+        requirement(len(got) == len(lines), f"{node}: each export appears once", res)
+        extra = sorted(set(got) - set(want))
+        missing = sorted(set(want) - set(got))
+        wrong = sorted(n for n in set(got) & set(want) if got[n] != want[n])
+        requirement(
+            not extra and not missing and not wrong,
+            f"{node}: exports are exactly the allow-listed {sorted(want)} with the environment's values "
+            f"(extra {extra}, missing {missing}, wrong {wrong}; allow-list {list(allow)})",
+            res,
+        )

@@ -2,6 +2,9 @@
 
 Requirement: srun runs across nodes, salloc gives an allocation in which srun runs, and one batch job can run
 several steps in sequence.
+
+Where the expectations come from: Slurm's documented behaviour of srun, salloc and job steps (the commands, node
+counts and step ids are chosen here); the cohort is the ``workers`` fixture (Slurm cross-checked with the owner).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Requirement: an MPI program launched with ``srun --mpi=pmix`` across two workers initializes one world with its
 ranks on distinct nodes. The program is compiled for the occasion on a worker with the worker's own mpicc.
+
+Where the expectations come from: the program is written here and prints its world size and ranks; the expected
+size and node spread are the counts the check asks Slurm for.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
 job is submitted when the module starts (Slurm enforces limits in whole minutes, checked periodically), so its wait
 overlaps the other checks instead of adding to them.
+
+Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
+held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
 """
 
 from __future__ import annotations

@@ -1,9 +1,14 @@
 """T10: worker safety and isolation, and native worker-pool placement.
 
 Requirement: tasks run as the submitting user, never as root, and cannot read the worker's secrets (the Slurm or
-Munge authentication key, slurmd's credential state); on Kubernetes the worker pods land only on the reserved,
-labelled and tainted nodes, which no ordinary pod can use, and the infrastructure node carries neither label nor
-taint.
+Munge authentication key, slurmd's credential state, the pod's service-account token, FloxHub credentials) nor see
+the pod's KUBERNETES_* service variables or any FloxHub token variable; on Kubernetes the worker pods land only on
+the reserved, labelled and tainted nodes, which no ordinary pod can use, and the infrastructure node carries
+neither label nor taint.
+
+Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); the
+secret locations and forbidden variable names are fixed here (the places Slurm, Munge, Kubernetes and Flox keep
+them); the placement rules come from checks.py (the reserved-pool label and taint of the reference design).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import pytest
 
 from pytest_slurmflox.checks import node_pool_problems, placement_problems
 
-from ._support import on_each, require, requirement
+from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
@@ -45,9 +50,43 @@ def test_tasks_cannot_read_node_secrets(submit, workers):
     requirement("READABLE" not in res.stdout, "no node secret is readable by a task", res)
 
 
+#: Credentials a worker pod may hold that must never reach a task: the Kubernetes service-account token and
+#: FloxHub's credentials (flox keeps its token in flox.toml / the FLOX_FLOXHUB_TOKEN variable).
+POD_SECRETS = (
+    "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    "/run/secrets/kubernetes.io/serviceaccount/token",
+    "/root/.config/flox/flox.toml",
+    "/etc/flox/flox.toml",
+)
+#: Variable names that carry cluster or FloxHub credentials or the pod's service discovery.
+FORBIDDEN_PREFIXES = ("KUBERNETES_", "FLOXHUB_", "FLOX_FLOXHUB_")
+FORBIDDEN_WORDS = ("TOKEN",)
+
+
+def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
+    files = " ".join(POD_SECRETS)
+    script = (
+        f"for f in {files}; do if [ -e $f ] && head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; fi; done; "
+        "echo checked"
+    )
+    res = on_each(submit, workers, script)
+    requirement(res.ok and res.stdout.count("checked") == len(workers), "the probe ran on every worker", res)
+    requirement("READABLE" not in res.stdout, "no pod or FloxHub credential file is readable by a task", res)
+    env = submit.srun(
+        f"-N{len(workers)} -n{len(workers)} --ntasks-per-node=1 -w {','.join(workers)} --export=NONE",
+        "/bin/bash -c " + _q(ENVIRON_PROBE),  # NONE: whatever the task has, the worker side gave it
+    )
+    found = environs(env.stdout)
+    for node in workers:
+        names = sorted(found.get(node, {}))
+        requirement(bool(names), f"{node}: a task showed its environment", env)
+        bad = [n for n in names if n.startswith(FORBIDDEN_PREFIXES) or any(w in n for w in FORBIDDEN_WORDS)]
+        requirement(not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})", env)
+
+
 def test_worker_pods_only_on_reserved_nodes(target, expect):
     require(target, "kubernetes")
-    nodeset = target.kube.nodeset(target.spec.kubernetes.nodeset)
+    nodeset = declared_nodeset(target)
     problems = placement_problems(nodeset["spec"]["template"])
     requirement(not problems, "the NodeSet selects and tolerates the reserved pool", *problems)
     pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]

@@ -9,7 +9,12 @@ administrative access and an owner of the workers, and put the original runtime 
   pending and then runs on a worker of the new revision, and a watcher sampling every 100 ms never sees the
   partition UP while workers disagree.
 - T11C: a CPU-capacity revision: nodes advertise the new CPU count and no stale node record remains.
-- T11F: a revision whose environment cannot be realized leaves the partition DOWN; going back restores service.
+- T11F: a revision whose environment cannot be realized fails at wait-ready and leaves the partition DOWN; going
+  back restores service. A worker whose task profile breaks fails closed: a user's step there does not start and
+  the user sees why; the owner restarting the worker brings it back.
+
+Where the expectations come from: the changed settings are made here from the target file's ``expect.settings``;
+the revisions they should produce are computed with our own revision code, never read from a worker.
 """
 
 from __future__ import annotations
@@ -166,6 +171,13 @@ def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, ta
     rec.timeout = 60
     with pytest.raises(ReconcileError) as failure:
         rec.reconcile(broken)
+    requirement(
+        failure.value.step == "wait-ready",
+        "the update fails where an unrealizable runtime must stop it: no worker of it becomes ready (wait-ready), "
+        f"not at {failure.value.step}",
+        str(failure.value),
+        log,
+    )
     state = target.slurm.partition_state().state
     requirement(
         state == "DOWN",
@@ -185,4 +197,46 @@ def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, ta
         all(f.get("revision") == [expect.revision] for f in profiles.values()),
         "every worker runs the good revision again",
         res,
+    )
+
+
+@pytest.mark.T11F
+def test_broken_task_profile_fails_closed_and_the_worker_serves_again(target, submit, workers):
+    """Break the task profile on one worker (as root, through Slurm): a user's step there must not start and the
+    user must see the fail-closed message; the owner restarting that worker must bring it back into service."""
+    require(target, "admin")
+    require(target, "worker-pool")
+    node = workers[-1]
+    profile = "/run/flox-task-profile"
+    broke = target.admin.run(
+        f"srun -p {target.spec.partition} -N1 -n1 -w {node} --export=NONE /bin/mv {profile}/current "
+        f"{profile}/current.sfx-broken",
+        timeout=120,
+    )
+    requirement(broke.ok, f"root breaks {node}'s task profile", broke)
+    try:
+        res = submit.srun(f"-N1 -n1 -w {node}", "/bin/echo task-started")
+        requirement(
+            "task-started" not in res.stdout,
+            f"a step on {node} does not start without a valid task profile (fail closed)",
+            res,
+        )
+        requirement(
+            "slurmflox: task profile invalid" in res.stdout + res.stderr,
+            "the user is told why: the TaskProlog's fail-closed message",
+            res,
+        )
+    finally:
+        target.pool.restart(node)
+    deadline = time.monotonic() + 120
+    again = None
+    while time.monotonic() < deadline:
+        again = submit.srun(f"-N1 -n1 -w {node} --immediate=30", "/bin/echo task-started", timeout=60)
+        if again.ok and "task-started" in again.stdout:
+            break
+        time.sleep(2)
+    requirement(
+        again is not None and again.ok and "task-started" in again.stdout,
+        f"after the owner restarts {node}, it serves again",
+        again or "no attempt",
     )

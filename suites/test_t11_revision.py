@@ -1,39 +1,55 @@
 """T11: runtime-revision consistency.
 
-Requirement: every worker of the cohort runs the expected runtime revision: its task profile says so, and its owner
-(pod annotation, or the local substrate's worker record) says so too; the owner's desired revision is that one.
+Requirement: every worker of the cohort runs the runtime revision the declared settings deploy: its task profile
+says so, its owner (pod annotation, or the local substrate's worker record) says so, and the owner's desired
+revision is that one.
+
+Where the expectation comes from: the revision is recomputed from the target file's ``expect.settings`` and
+``expect.image`` with our own revision code (expectations.expected_revision -> revision.py), never taken from a
+worker. A revision the target file states explicitly must agree with that computation.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.expectations import expected_revision
+
 from ._support import read_profiles, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
 
 
-def test_every_task_profile_reports_the_expected_revision(submit, workers, expect):
-    profiles, res = read_profiles(submit, workers)
-    revisions = {node: files.get("revision") for node, files in profiles.items()}
+@pytest.fixture(scope="module")
+def revision(expect) -> str:
+    return expected_revision(expect.settings, expect.image)
+
+
+def test_declared_revision_is_the_one_the_settings_compute(expect, revision):
     requirement(
-        set(revisions) == set(workers) and all(r == [expect.revision] for r in revisions.values()),
-        f"every worker's profile reports {expect.revision}",
-        res,
+        expect.revision == revision,
+        "the target file's revision is the one its settings and image compute",
+        f"declared {expect.revision}, computed {revision}",
     )
 
 
-def test_every_worker_record_carries_the_expected_revision(target, expect):
+def test_every_task_profile_reports_the_expected_revision(submit, workers, revision):
+    profiles, res = read_profiles(submit, workers)
+    for node in workers:
+        got = profiles.get(node, {}).get("revision")
+        requirement(got == [revision], f"{node}'s profile reports {revision} (it reports {got})", res)
+
+
+def test_every_worker_record_carries_the_expected_revision(target, expect, workers, revision):
     require(target, "worker-pool")
     pool = target.pool
     requirement(
-        pool.desired_revision() == expect.revision,
-        "the owner's desired revision is the expected one",
-        f"desired {pool.desired_revision()}, expected {expect.revision}",
+        pool.desired_revision() == revision,
+        "the owner's desired revision is the computed one",
+        f"desired {pool.desired_revision()}, computed {revision}",
     )
-    workers = pool.workers()
-    requirement(
-        len([w for w in workers if w.ready]) == expect.replicas, f"{expect.replicas} ready workers", str(workers)
-    )
-    wrong = [w for w in workers if w.revision != expect.revision]
-    requirement(not wrong, "every worker was created with the expected revision", *map(str, wrong))
+    infos = {w.name: w for w in pool.workers()}
+    requirement(len(workers) == expect.replicas, f"{expect.replicas} workers in the cohort (declared)", str(workers))
+    for node in workers:
+        w = infos.get(node)
+        requirement(w is not None and w.revision == revision, f"worker {node} was created with {revision}", str(w))

@@ -3,7 +3,13 @@
 Requirement: when the pinned environment cannot be realized, that worker never starts slurmd and never appears in
 Slurm, while the rest of the cohort keeps working. On the local substrate a throwaway worker is started with an
 environment that fails to realize; on Kubernetes this would roll a broken NodeSet and is left to the destructive
-lifecycle group T11F.
+lifecycle group T11F. A second throwaway worker realizes, but its activation fails: its node init (the real one)
+must fail before slurmd, so it never registers either.
+
+Where the expectations come from: the broken definitions are the local runtime provider's ``broken/1`` (declares
+``bin/broken-tool`` and does not ship it) and ``failhook/1`` (activation hook exits non-zero), so the reason each
+worker must report is known here; the healthy cohort is the ``workers`` fixture (Slurm cross-checked with the
+owner).
 """
 
 from __future__ import annotations
@@ -17,9 +23,18 @@ from ._support import require, requirement
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 
 BROKEN = "local/broken:1"
+FAILHOOK = "local/failhook:1"
 
 
-def test_unrealizable_worker_never_registers(target, submit, run_id):
+def _never_registers(target, name: str, ref: str, seconds: float = 8) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        res = target.login.run("sinfo -h -N -o %N")
+        requirement(name not in res.stdout.split(), f"{name} (runtime {ref}) never appears in sinfo", res)
+        time.sleep(1)
+
+
+def test_unrealizable_worker_never_registers(target, submit, workers):
     require(target, "isolated-worker")
     name = "tfprobe"
     info = None
@@ -28,19 +43,38 @@ def test_unrealizable_worker_never_registers(target, submit, run_id):
             info = target.pool.start_isolated_worker(name, BROKEN)
         except Exception as exc:  # realization failure surfaces here on the local substrate
             info = exc
-        deadline = time.monotonic() + 8
-        seen = []
-        while time.monotonic() < deadline:
-            res = target.login.run("sinfo -h -N -o %N")
-            seen.append(res)
-            requirement(name not in res.stdout.split(), f"{name} (runtime {BROKEN}) never appears in sinfo", res)
-            time.sleep(1)
-        ok = submit.srun("-N2 -n2 --ntasks-per-node=1", "hostname")
+        _never_registers(target, name, BROKEN)
+        phase = target.pool.phase(name)
         requirement(
-            ok.ok and len(set(ok.stdout.split())) == 2,
+            phase.startswith("failed: realization") and "broken-tool" in phase,
+            f"{name} failed for the right reason: {BROKEN} cannot be realized (bin/broken-tool is missing)",
+            f"phase: {phase}",
+            f"isolated worker outcome: {info!r}",
+        )
+        n = len(workers)
+        ok = submit.srun(f"-N{n} -n{n} --ntasks-per-node=1 -w {','.join(workers)}", "hostname")
+        requirement(
+            ok.ok and sorted(set(ok.stdout.split())) == sorted(workers),
             "the rest of the cohort keeps working",
             ok,
             f"isolated worker outcome: {info!r}",
         )
+    finally:
+        target.pool.stop_isolated_worker(name)
+
+
+def test_worker_whose_initializer_fails_never_starts_slurmd(target, workers):
+    require(target, "isolated-worker")
+    name = "tfhook"
+    try:
+        info = target.pool.start_isolated_worker(name, FAILHOOK)
+        requirement(not info.ready, f"{name} (runtime {FAILHOOK}) is not ready", str(info))
+        phase = target.pool.phase(name)
+        requirement(
+            phase.startswith("failed: task-profile initializer failed"),
+            f"{name}'s own node init stopped at the task-profile initializer, before slurmd",
+            f"phase: {phase}",
+        )
+        _never_registers(target, name, FAILHOOK)
     finally:
         target.pool.stop_isolated_worker(name)

@@ -4,6 +4,9 @@ Requirement: tasks run with the user's uid, primary gid and supplementary groups
 worker, although no worker holds a local account for the user (identity is resolved at the login endpoint and
 carried by Slurm's credential); files the user creates on the shared home carry the right owner and can be given
 to a supplementary group.
+
+Where the expectations come from: the identity the target file declares (``identity``: user, uid, gid,
+supplementary group), and the login endpoint's own ``id`` (the submitting side), never a worker.
 """
 
 from __future__ import annotations
@@ -27,9 +30,17 @@ def test_task_identity_matches_the_login_identity(submit, workers, login, target
     lines = [line.split("|", 1)[1] for line in res.stdout.splitlines() if "|" in line]
     requirement(res.ok and len(lines) == len(workers), "id ran on every worker", res)
     want = _id_fields(at_login.stdout)
-    for line in lines:
+    ident = target.spec.identity
+    if ident:
         requirement(
-            _id_fields(line) == want, "worker task identity (numbers and names) equals the login's", at_login, res
+            want.get("uid") == f"{ident.uid}({ident.user})" and want.get("gid", "").startswith(f"{ident.gid}("),
+            f"the login identity is the declared {ident.user} {ident.uid}:{ident.gid}",
+            at_login,
+        )
+    for line in res.stdout.splitlines():
+        node, _, text = line.partition("|")
+        requirement(
+            _id_fields(text) == want, f"{node}: task identity (numbers and names) equals the login's", at_login, res
         )
     if target.spec.identity and target.spec.identity.supp_group:
         ident = target.spec.identity
@@ -53,18 +64,19 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
     ident = target.spec.identity
     if not ident or not ident.supp_group:
         pytest.skip("missing capability supplementary-group: the target file names no supplementary group")
-    path = f"{submit.outdir}/ti-{run_id}"
     login.run(f"mkdir -p {submit.outdir}").check()
-    res = submit.srun(
-        f"-N1 -n1 -w {workers[-1]}",
-        f"bash -c 'touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}'",
-    )
-    requirement(res.ok, "a task can hand its file to the user's supplementary group", res)
-    at_login = login.run(f"stat -c %U:%G:%u:%g {path}").check()
     want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
-    requirement(
-        at_login.stdout.strip() == want == res.stdout.strip().splitlines()[-1],
-        f"owner and group seen the same on the worker and at the login endpoint ({want})",
-        res,
-        at_login,
-    )
+    for node in workers:
+        path = f"{submit.outdir}/ti-{run_id}-{node}"
+        res = submit.srun(
+            f"-N1 -n1 -w {node}",
+            f"bash -c 'touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}'",
+        )
+        requirement(res.ok, f"a task on {node} can hand its file to the user's supplementary group", res)
+        at_login = login.run(f"stat -c %U:%G:%u:%g {path}").check()
+        requirement(
+            at_login.stdout.strip() == want == res.stdout.strip().splitlines()[-1],
+            f"{node}: owner and group seen the same on the worker and at the login endpoint ({want})",
+            res,
+            at_login,
+        )

@@ -1,89 +1,49 @@
-"""TP: task-environment provenance across Slurm's export modes.
+"""TP: task-environment provenance across Slurm's export modes, on every worker.
 
-Requirement: whatever export mode the user picks, every task starts with the worker's Flox PATH contribution placed
-per WORKER_PATH_PRECEDENCE, receives the allow-listed activation variables with the worker's values and no other
-activation state, and Slurm's own export semantics for the user's variables stay intact. A command present both in
-the worker environment and in the base image resolves as the policy says.
+Requirement: whatever export mode the user picks (default, ALL, NONE, NIL, a variable list), for srun steps and
+batch scripts alike, a task's environment is exactly: the submit-side variables that mode passes, with their
+values; PATH with the environment's own entries placed per WORKER_PATH_PRECEDENCE; exactly the allow-listed
+activation variables with the values the environment defines; and the variables Slurm itself sets (the documented
+list in expectations.py). Any other added or changed variable FAILS, naming it. A command present both in the
+environment and in the base image resolves as the policy says.
+
+Where the expectations come from (never from the task profile the worker wrote):
+
+- the submit-side environment: captured on the login endpoint in the same shell, just before submitting;
+- export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
+- PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
+- the environment's PATH entries, the executables in them and the values its activation defines: the runtime
+  provider's record of the realized generation, read through the worker pool on the host.
 """
 
 from __future__ import annotations
 
-import shlex
-
 import pytest
 
-from ._support import read_profiles, requirement, slurm_version_tuple
+from pytest_slurmflox.expectations import task_env_problems
+
+from ._support import (
+    ENVIRON_PROBE,
+    SUBMIT_PROBE,
+    _q,
+    environs,
+    on_each,
+    per_node,
+    requirement,
+    runtimes,
+    slurm_version_tuple,
+)
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TP]
 
 SUBMIT_VAR = "SFX_SUBMIT_SIDE"
-#: mode -> does the submit-side variable reach the task under Slurm's semantics
-MODES = {"default": True, "ALL": True, "NONE": False, "NIL": False, f"{SUBMIT_VAR}": True}
-
-
-@pytest.fixture(scope="module")
-def profile(target, workers, slurmflox_state):
-    from pytest_slurmflox.submit import Jobs
-
-    jobs = Jobs(
-        login=target.login,
-        slurm=target.slurm,
-        run_id=slurmflox_state.run_id,
-        label="TP-profile",
-        partition=target.spec.partition,
-    )
-    profiles, res = read_profiles(jobs, workers[:1])
-    files = profiles.get(workers[0])
-    requirement(files is not None and files.get("revision"), "the worker's task profile is readable", res)
-    return files
-
-
-def _probe(profile: dict, extra_names: list[str]) -> str:
-    names = " ".join(sorted({*extra_names, "FLOX_ENV", SUBMIT_VAR}))
-    return (
-        "printf 'PATH=%s\\n' \"${PATH-<unset>}\"; "
-        f'for v in {names}; do if [ -n "${{!v+x}}" ]; then printf \'VAR %s=%s\\n\' "$v" "${{!v}}"; '
-        "else printf 'UNSET %s\\n' \"$v\"; fi; done"
-    )
-
-
-def _parse(stdout: str) -> tuple[str | None, dict[str, str], set[str]]:
-    path, values, unset = None, {}, set()
-    for line in stdout.splitlines():
-        if line.startswith("PATH="):
-            path = line[5:]
-        elif line.startswith("VAR "):
-            name, _, value = line[4:].partition("=")
-            values[name] = value
-        elif line.startswith("UNSET "):
-            unset.add(line[6:])
-    return path, values, unset
-
-
-def _check(result, profile, expect, mode: str) -> None:
-    path, values, unset = _parse(result.stdout)
-    flox = ":".join(profile.get("path", []))
-    policy = expect.settings.worker_path_precedence
-    requirement(result.ok and path not in (None, "<unset>"), f"[{mode}] the task has a PATH", result)
-    if policy == "prepend":
-        requirement(path == flox or path.startswith(flox + ":"), f"[{mode}] PATH starts with the Flox entries", result)
-    else:
-        requirement(path == flox or path.endswith(":" + flox), f"[{mode}] PATH ends with the Flox entries", result)
-    exported = dict(line.partition("=")[::2] for line in profile.get("exports", []))
-    for name, value in exported.items():
-        requirement(values.get(name) == value, f"[{mode}] allow-listed {name} arrives with the worker's value", result)
-    if "FLOX_ENV" not in expect.settings.worker_env_exports:
-        requirement("FLOX_ENV" in unset, f"[{mode}] non-allow-listed activation state (FLOX_ENV) stays out", result)
-    reaches = MODES[mode]
-    requirement(
-        (values.get(SUBMIT_VAR) == "from-login") == reaches,
-        f"[{mode}] Slurm's export semantics for the user's own variable hold",
-        result,
-    )
+MODES = ("default", "ALL", "NONE", "NIL", "VARLIST")
 
 
 def _export_arg(mode: str) -> str:
-    return "" if mode == "default" else f"--export={mode}"
+    if mode == "default":
+        return ""
+    return f"--export={SUBMIT_VAR}" if mode == "VARLIST" else f"--export={mode}"
 
 
 def _skip_unsupported(mode: str, target) -> None:
@@ -93,49 +53,96 @@ def _skip_unsupported(mode: str, target) -> None:
             pytest.skip(f"missing capability export-NIL: Slurm {version} has no --export=NIL (23.02 and later)")
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-def test_srun_task_environment(mode, submit, target, profile, expect):
+def _judge(kind: str, mode: str, found: dict, workers, records, expect, *evidence) -> None:
+    submit_env = found.get("SUBMIT")
+    requirement(submit_env is not None, f"[{kind} {mode}] the submit-side environment was captured", *evidence)
+    s = expect.settings
+    for node in workers:
+        task = found.get(node)
+        requirement(task is not None, f"[{kind} {mode}] a task ran on {node} and showed its environment", *evidence)
+        problems = task_env_problems(
+            task,
+            submit_env,
+            mode=mode,
+            precedence=s.worker_path_precedence,
+            allow_list=s.worker_env_exports,
+            runtime=records[node],
+            varlist=(SUBMIT_VAR,),
+        )
+        requirement(
+            not problems,
+            f"[{kind} {mode}] the task environment on {node} is exactly the computed one",
+            *problems,
+            *evidence,
+        )
+
+
+@pytest.fixture(scope="module")
+def records(target, workers, expect):
+    return runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_srun_task_environment(mode, submit, target, workers, records, expect):
     _skip_unsupported(mode, target)
-    probe = _probe(profile, list(expect.settings.worker_env_exports))
-    res = submit.srun(
-        f"-N1 -n1 {_export_arg(mode)}", "/bin/bash -c " + shlex.quote(probe), env={SUBMIT_VAR: "from-login"}
+    n = len(workers)
+    line = (
+        f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}"
+        f"srun -J {_q(submit.name)} -p {_q(submit.partition)} -N{n} -n{n} --ntasks-per-node=1 "
+        f"-w {','.join(workers)} {_export_arg(mode)} /bin/bash -c {_q(ENVIRON_PROBE)}"
     )
-    _check(res, profile, expect, mode)
+    res = submit.login.run(line, timeout=180)
+    requirement(res.ok, f"[srun {mode}] the step ran on every worker", res)
+    _judge("srun", mode, environs(res.stdout), workers, records, expect, res)
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-def test_sbatch_task_environment(mode, submit, target, profile, expect):
+@pytest.mark.parametrize("mode", MODES)
+def test_sbatch_task_environment(mode, submit, target, workers, records, expect):
     _skip_unsupported(mode, target)
-    probe = _probe(profile, list(expect.settings.worker_env_exports))
-    script = "#!/bin/bash\n" + probe + "\n"
-    opts = [_export_arg(mode)] if mode != "default" else []
+    script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
     submit.login.run(f"mkdir -p {submit.outdir}").check()
-    res_submit = submit.login.run(
-        f"export {SUBMIT_VAR}=from-login; sbatch --parsable -J {submit.name} -p {submit.partition} "
-        f"-o {submit.outdir}/%j.out {' '.join(opts)}",
-        input=script,
-    ).check()
-    job = res_submit.stdout.strip().split(";")[0]
-    submit.submitted.append(job)
-    state = submit.wait(job)[job]
-    out = submit.login.run(f"cat {submit.outdir}/{job}.out")
-    requirement(state.state == "COMPLETED", f"[{mode}] the batch job completed", str(state), out)
-    _check(out, profile, expect, mode)
-
-
-def test_command_in_environment_and_image_resolves_per_policy(submit, profile, expect):
-    entries = " ".join(shlex.quote(e) for e in profile.get("path", []))
-    script = (
-        f'for d in {entries}; do for f in "$d"/*; do n=${{f##*/}}; '
-        'for b in /usr/local/bin /usr/bin /bin; do if [ -x "$b/$n" ]; then '
-        'printf \'DUP %s %s %s\\n\' "$n" "$f" "$(command -v "$n")"; break; fi; done; done; done'
+    path = f"{submit.outdir}/tp-{mode}.sh"
+    submit.login.run(f"cat > {path}", input=script).check()
+    sbatch = " ".join(
+        f"sbatch --parsable -J {_q(submit.name)} -p {_q(submit.partition)} -N1 -w {_q(node)} "
+        f"-o {submit.outdir}/%j.out {_export_arg(mode)} {path};"
+        for node in workers
     )
-    res = submit.srun("-N1 -n1", "/bin/bash -c " + shlex.quote(script))
-    dups = [line.split() for line in res.stdout.splitlines() if line.startswith("DUP ")]
-    if not dups:
+    res = submit.login.run(f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}{sbatch}").check()
+    jobs = [line.split(";")[0] for line in res.stdout.splitlines() if line.strip() and "|" not in line]
+    submit.submitted.extend(jobs)
+    requirement(len(jobs) == len(workers), f"[sbatch {mode}] one batch job per worker was accepted", res)
+    states = submit.wait(*jobs)
+    outputs = [submit.login.run(f"cat {submit.outdir}/{job}.out") for job in jobs]
+    for job in jobs:
+        requirement(states[job].state == "COMPLETED", f"[sbatch {mode}] batch job {job} completed", str(states[job]))
+    found = environs(res.stdout)
+    for out in outputs:
+        found.update(environs(out.stdout))
+    _judge("sbatch", mode, found, workers, records, expect, res, *outputs)
+
+
+def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect):
+    """For every executable the provider recorded in the environment's PATH entries that the base image also has,
+    ``command -v`` in a task resolves to the copy the policy picks, on every worker."""
+    scripts = []
+    for node, rt in records.items():
+        pairs = " ".join(f"{_q(entry)}/{_q(name)}" for entry, names in rt.bin_entries.items() for name in names)
+        scripts.append(f"{_q(node)}) set -- {pairs};;")
+    script = (
+        f'case "$SLURMD_NODENAME" in {" ".join(scripts)} esac; for f in "$@"; do n=${{f##*/}}; '
+        'for b in /usr/local/bin /usr/bin /bin; do if [ -x "$b/$n" ]; then '
+        'printf \'DUP %s %s %s\\n\' "$n" "$f" "$(command -v "$n")"; break; fi; done; done'
+    )
+    res = on_each(submit, workers, script)
+    seen = per_node(res)
+    if not any(line.startswith("DUP ") for lines in seen.values() for line in lines):
         pytest.skip("missing capability shadowed-command: no command exists both in the environment and the image")
-    name, flox_path, resolved = dups[0][1:4]
-    if expect.settings.worker_path_precedence == "prepend":
-        requirement(resolved == flox_path, f"{name} resolves to the worker environment's copy (prepend)", res)
-    else:
-        requirement(resolved != flox_path, f"{name} resolves to the base image's copy (append)", res)
+    for node in workers:
+        dups = [[*line.split(), "<none>"][:4] for line in seen.get(node, []) if line.startswith("DUP ")]
+        requirement(bool(dups), f"{node}: the shadowed command exists there too", res)
+        for _, name, flox_path, resolved in dups:
+            if expect.settings.worker_path_precedence == "prepend":
+                requirement(resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)", res)
+            else:
+                requirement(resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)", res)

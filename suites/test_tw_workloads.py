@@ -5,6 +5,11 @@ expected exit code (default 0), and, where its sidecar ``<script>.yaml`` says so
 ``output_pattern``, it was allocated ``nodes`` nodes and it finished within ``time_bound`` seconds. The job output
 is the evidence.
 
+Where the expectations come from: the customer's sidecar (exit code, output pattern, nodes, time bound), else
+the defaults above; the final job state follows from the expected exit code (COMPLETED for 0, FAILED otherwise).
+The script is submitted byte for byte: the check adds a job name, partition and output path on the command line
+only where the script's own ``#SBATCH`` lines do not set them, so it never overrides what the customer wrote.
+
 Without ``--slurmflox-workloads`` these checks do not exist at all (report.SuitePlugin removes them at collection):
 a corpus nobody gave is not a skipped requirement, and TW is then not required for sign-off.
 """
@@ -12,6 +17,7 @@ a corpus nobody gave is not a skipped requirement, and TW is then not required f
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -35,9 +41,55 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("workload", corpus, ids=[w.id for w in corpus])
 
 
+#: sbatch options the check would like to set, with every spelling a script can use for them.
+_OWN_OPTIONS = {
+    "job-name": ("--job-name", "-J"),
+    "partition": ("--partition", "-p"),
+    "output": ("--output", "-o"),
+}
+
+
+def script_sets(script: str) -> set[str]:
+    """Which of :data:`_OWN_OPTIONS` the script's own ``#SBATCH`` lines set (directives end at the first command)."""
+    found: set[str] = set()
+    for line in script.splitlines()[1:] if script.startswith("#!") else script.splitlines():
+        stripped = line.strip()
+        if not stripped or (stripped.startswith("#") and not stripped.startswith("#SBATCH")):
+            continue
+        if not stripped.startswith("#SBATCH"):
+            break
+        for word in stripped[len("#SBATCH") :].split():
+            for key, spellings in _OWN_OPTIONS.items():
+                if any(
+                    word == s or word.startswith(s + "=") or (s == "-J" and word.startswith("-J")) for s in spellings
+                ):
+                    found.add(key)
+    return found
+
+
+def _submit_unchanged(workload: Workload, submit) -> tuple[str, str | None]:
+    """sbatch the script as written; returns (job id, output path if the check chose it)."""
+    script = workload.script
+    own = script_sets(script)
+    submit.login.run(f"mkdir -p {submit.outdir}").check()
+    outdir = submit.login.run(f"echo {submit.outdir}").check().stdout.strip()
+    options = []
+    if "job-name" not in own:
+        options.append(f"--job-name={submit.name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', workload.id)[:40]}")
+    if "partition" not in own:
+        options.append(f"--partition={submit.partition}")
+    out = None
+    if "output" not in own:
+        out = f"{outdir}/%j.out"
+        options.append(f"--output={out}")
+    job = submit.slurm.sbatch(script, *options)
+    submit.submitted.append(job)
+    return job, out
+
+
 def test_workload(workload: Workload, submit, slurm) -> None:
     started = time.monotonic()
-    job = submit.sbatch(workload.script, suffix=re.sub(r"[^A-Za-z0-9_.-]+", "-", workload.id)[:40])
+    job, _ = _submit_unchanged(workload, submit)
     try:
         state = submit.wait(job, timeout=workload.wait_timeout)[job]
     except SlurmError as exc:
@@ -45,7 +97,9 @@ def test_workload(workload: Workload, submit, slurm) -> None:
         return
     elapsed = time.monotonic() - started
     info = slurm.job_info(job)
-    output = submit.output(job)
+    stdout_path = info.get("StdOut", "").replace("%j", job)
+    got = submit.login.run(f"cat {shlex.quote(stdout_path)}") if stdout_path else None
+    output = got.stdout if got is not None and got.ok else f"<no output at {stdout_path!r}>"
     rc, signal = exit_status(info.get("ExitCode", ""))
     shown = (f"job {job}: state {state.state}, ExitCode {info.get('ExitCode')}, nodes {info.get('NodeList')}", output)
     requirement(
@@ -53,6 +107,8 @@ def test_workload(workload: Workload, submit, slurm) -> None:
         f"{workload.id} exits with {workload.exit_code} (expected: {workload.expectations()})",
         *shown,
     )
+    final = "COMPLETED" if workload.exit_code == 0 else "FAILED"
+    requirement(state.state == final, f"{workload.id} ends {final} (it ended {state.state})", *shown)
     if workload.output_pattern is not None:
         requirement(
             re.search(workload.output_pattern, output, re.M) is not None,

@@ -44,6 +44,24 @@ class LocalWorkerPool(WorkerPool):
         text = res.stdout.strip()
         return text if res.ok and text else None
 
+    def realization(self, name: str) -> dict | None:
+        """The runtime provider's record of what worker ``name`` was given: ``{"environment", "realized_path",
+        "record"}`` (record: runtime.RealizationRecord.as_dict(), None if the provider has none). Read on the host
+        from the substrate's node annotations and the store's records, which the worker cannot write; the suites
+        compare what the worker really has with it."""
+        from . import runtime
+
+        ann = self.substrate.node(name).annotations()
+        path = ann.get("realized_path")
+        if not ann or not path:
+            return None
+        record = runtime.read_record(self.substrate.store, str(path).rsplit("/", 1)[-1])
+        return {
+            "environment": ann.get("environment"),
+            "realized_path": path,
+            "record": record.as_dict() if record else None,
+        }
+
     def restart(self, name: str) -> None:
         """Restart worker ``name`` (the whole node: profile initializer, then slurmd registers again)."""
         self.substrate.restart_worker(name)
@@ -51,6 +69,14 @@ class LocalWorkerPool(WorkerPool):
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         return self.substrate.start_isolated_worker(name, flox_ref)
+
+    def isolated(self) -> set[str]:
+        """Throwaway workers started by :meth:`start_isolated_worker`: listed, but not part of the cohort."""
+        return set(self.substrate.read_state().get("isolated", {}))
+
+    def phase(self, name: str) -> str:
+        """Where worker ``name``'s boot stands, as its node init reports it (``running``, ``failed: <why>``...)."""
+        return self.substrate.node(name).phase()
 
     def stop_isolated_worker(self, name: str) -> None:
         self.substrate.stop_isolated_worker(name)

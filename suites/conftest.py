@@ -1,0 +1,33 @@
+"""Fixtures every suite shares. The cohort is decided here once per session, and decided strictly."""
+
+from __future__ import annotations
+
+import pytest
+
+from ._support import cohort, requirement
+
+
+@pytest.fixture(scope="session")
+def workers(target) -> list[str]:
+    """Slurm node names of the worker cohort: the partition's nodes cross-checked with the owner's list.
+
+    A node in the partition that the owner does not list, a listed worker that is not registered, or one that does
+    not serve is a FAIL naming it (it is not dropped, and it is no SKIP). Per-worker checks use every node.
+    """
+    from ._support import require
+
+    require(target, "slurm")
+    nodes, problems, evidence = cohort(target)
+    requirement(
+        not problems, "the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence
+    )
+    return nodes
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _declared_login_answers(target) -> None:
+    """The login endpoint (and Slurm behind it) is declared by every target file: when it does not answer, every
+    check FAILS with the error instead of SKIPping as if the target had no Slurm."""
+    from ._support import require
+
+    require(target, "slurm")
