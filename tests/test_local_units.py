@@ -13,7 +13,7 @@ import pytest
 
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates.local import apt, keys, proc, runtime, slurmconf
-from pytest_slurmflox.substrates.local.substrate import cluster_prefix
+from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 # ------------------------------------------------------------------------------------------------ apt sources
 
@@ -294,6 +294,6 @@ def test_suite_without_sackd_is_refused_before_building(tmp_path):
     ],
 )
 def test_worker_registration_states(state, ready):
-    from pytest_slurmflox.substrates.local.substrate import _registered
+    from pytest_slurmflox.substrates.local.cluster import registered as _registered
 
     assert _registered(state) is ready
