@@ -27,7 +27,7 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable
-from . import apt, image, proc, runtime, scripts, slurmconf
+from . import apt, cgroups, image, proc, runtime, scripts, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -35,6 +35,10 @@ from .node import Node, NodeSpec
 PROVISION = resources.files("pytest_slurmflox.provision")
 CLUSTER_NAME = "slurmflox"
 CTL, LOGIN = "ctl", "login"
+#: Memory a job that names none gets per CPU once memory is a consumable resource (CR_CPU_Memory). Fixed, so the
+#: controller's configuration does not depend on the cohort's runtime settings (a lifecycle revision changes those
+#: without restarting slurmctld); small enough that the smallest worker (WORKER_MEM_MB >= 64... see design notes)
+DEF_MEM_PER_CPU_MB = 256
 #: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
 AUTH = "slurm"
 
@@ -51,6 +55,7 @@ class BootFiles:
     common: dict[str, str]
     image: image.NodeImage
     files_hash: str
+    cgroups: cgroups.ClusterCgroups
 
 
 class LocalCluster:
@@ -158,10 +163,49 @@ class LocalCluster:
         """Run commands inside ``node`` (ctl, login, workerN) as ``user`` (must exist there)."""
         return NamespaceRunner(node, self.node(node).init_pid, user=user)
 
+    # ------------------------------------------------------------------------------------------ cgroups
+    def cgroup_layout(self) -> tuple[cgroups.Support, cgroups.ClusterCgroups]:
+        """What the nodes are contained by (measured when nothing is recorded yet); recorded in the state."""
+        state = self.read_state()
+        support, bases = cgroups.layout(self.prefix, state.get("cgroups"))
+        entry = cgroups.record(support, bases)
+        if state.get("cgroups") != entry:
+            self.write_state({**state, "cgroups": entry})
+        return support, cgroups.ClusterCgroups(bases)
+
+    def recorded_cgroups(self) -> cgroups.ClusterCgroups:
+        """The subtrees this cluster created (whichever process created them), for removal."""
+        bases = (self.read_state().get("cgroups") or {}).get("bases") or {}
+        return cgroups.ClusterCgroups({c: Path(p) for c, p in bases.items()})
+
+    def cluster_conf(self, support: cgroups.Support) -> slurmconf.ClusterConf:
+        """slurm.conf's parameters: process tracking and task plugins as far as the usable controllers allow."""
+        tracking = "proctrack/cgroup" if "freezer" in support.usable else "proctrack/pgid"
+        constrained = {"cpuset", "memory"} & set(support.usable)
+        tasks = "task/cgroup,task/affinity" if constrained else "task/affinity"
+        memory = "memory" in support.usable
+        return slurmconf.ClusterConf(
+            *(CLUSTER_NAME, CTL, address_for(2)),
+            auth=AUTH,
+            proctrack=tracking,
+            task_plugin=tasks,
+            select_params="CR_CPU_Memory" if memory else "CR_CPU",
+            def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
+        )
+
+    def cgroup_conf(self, support: cgroups.Support) -> slurmconf.CgroupConf:
+        if not support.usable:
+            return slurmconf.CgroupConf(plugin="disabled")
+        memory = "memory" in support.usable
+        return slurmconf.CgroupConf(
+            constrain_cores="cpuset" in support.usable, constrain_ram=memory, constrain_swap=memory
+        )
+
     # ------------------------------------------------------------------------------------------ files
     def write_files(self, extra_hosts: dict[str, str]) -> BootFiles:
         """Scripts, Slurm config and hosts that every node mounts; returns what nodes are started from."""
         img = self.ensure_image()
+        support, node_cgroups = self.cgroup_layout()
         scripts_dir = self.local / "scripts"
         files = {
             "node-boot.sh": scripts.NODE_BOOT_SH,
@@ -174,10 +218,8 @@ class LocalCluster:
         for name, text in files.items():
             write_if_changed(scripts_dir / name, text, 0o755)
         conf = {
-            "slurm.conf": slurmconf.render_slurm_conf(
-                slurmconf.ClusterConf(CLUSTER_NAME, CTL, address_for(2), auth=AUTH)
-            ),
-            "cgroup.conf": slurmconf.render_cgroup_conf(),
+            "slurm.conf": slurmconf.render_slurm_conf(self.cluster_conf(support)),
+            "cgroup.conf": slurmconf.render_cgroup_conf(self.cgroup_conf(support)),
         }
         for name, text in conf.items():
             write_if_changed(self.local / "conf" / name, text, 0o644)
@@ -189,7 +231,8 @@ class LocalCluster:
         digest = hashlib.sha256()
         for text in (*files.values(), *conf.values(), prolog, img.digest):
             digest.update(text.encode() + b"\0")
-        return BootFiles(self._common_boot(img), img, digest.hexdigest())
+        common = {**self._common_boot(img), "CGROUP_CONTROLLERS": " ".join(support.usable)}
+        return BootFiles(common, img, digest.hexdigest(), node_cgroups)
 
     def _common_boot(self, img: image.NodeImage) -> dict[str, str]:
         return {
@@ -228,7 +271,10 @@ class LocalCluster:
         # A node we lost track of (pid file gone or not provable) may still run inside its namespace: everything
         # in that namespace is ours by construction, so clear it before starting the node afresh.
         self.sweep({node.ns})
-        node.start(boot.common, image_digest=boot.image.digest, extra_hash=boot.files_hash)
+        # a fresh pod gets a fresh cgroup: whatever the previous run of this node left there goes first
+        boot.cgroups.remove_node(node.name)
+        procs = boot.cgroups.ensure_node(node.name)
+        node.start(boot.common, image_digest=boot.image.digest, extra_hash=boot.files_hash, cgroup_procs=procs)
         return True
 
     def sweep(self, namespaces: set[str] | None = None) -> None:

@@ -158,8 +158,8 @@ class LocalWorkerPool(WorkerPool):
         # expectations, with defaults elsewhere); ports, identity and COMPUTE_REPLICAS stay the deployment's.
         runtime_keys = {k.lower(): getattr(settings, k.lower()) for k in WORKER_KEYS if k != "WORKER_IMAGE"}
         settings = cluster.settings = cluster.settings.replace(**runtime_keys)
+        boot = cluster.write_files(cluster.isolated_addresses())
         state = cluster.read_state()
-        boot = cluster.write_files(cluster.isolated_addresses(state))
         revision = cluster.revision_for(settings)
         wanted = cluster.worker_names()
         self._remove_surplus(wanted)
@@ -264,6 +264,7 @@ class LocalWorkerPool(WorkerPool):
         if self.cluster.controller().running():
             self.cluster.forget_slurm_node(name)
         self.cluster.fabric.remove_node(name)
+        self.cluster.recorded_cgroups().remove_node(name)
         rmtree(node.dir)
 
 

@@ -58,8 +58,8 @@ class LocalSubstrate(LocalCluster):
         t_img = time.monotonic()
         self.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
+        boot = self.write_files(self.isolated_addresses())  # records the cgroup layout in the state
         state = self.read_state()
-        boot = self.write_files(self.isolated_addresses(state))
         pool = self.pool()
         # `up` builds or repairs the cluster; it never changes the runtime of a deployed cohort. That is the
         # lifecycle's job (pool.apply inside the maintenance barrier), exactly as on Kubernetes, where `up`
@@ -170,6 +170,8 @@ class LocalSubstrate(LocalCluster):
                 "supp_group": s.test_supp_group,
                 "supp_gid": s.test_supp_gid,
             },
+            # what this substrate cannot enforce on this host: the affected checks SKIP naming it
+            "limitations": self.cgroup_layout()[0].limitations(),
             "expect": {
                 # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
                 "revision": self.revision_for(s),
@@ -213,6 +215,7 @@ class LocalSubstrate(LocalCluster):
                     self.progress(f"local: stopped {name}")
             self.sweep()
             self.fabric.remove_all()
+            self.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
 
     def destroy(self) -> None:
         """Down, then remove nodes, namespaces and state (keys, target file). The image cache stays."""
