@@ -98,7 +98,7 @@ def test_every_node_lives_in_its_own_cgroups_below_ours(deployment):
             line = next(li for li in Path(f"/proc/{init}/cgroup").read_text().splitlines() if f":{controller}:" in li)
             assert line.endswith(f"/slurmflox-{sub.prefix}/{name}"), (controller, name, line)
     # inside a node, its cgroups are the root of what Slurm sees (cgroup namespace + its own mounts)
-    seen = sub.node_runner("worker1").run("nsenter -t 1 -C cat /proc/self/cgroup; ls /sys/fs/cgroup")
+    seen = sub.node_runner("worker1").run("nsenter -t 1 -C cat /proc/1/cgroup; ls /sys/fs/cgroup")
     assert seen.ok, seen.describe()
     assert "freezer:/\n" in seen.stdout and "memory:/\n" in seen.stdout, seen.stdout
     assert {"cpuset", "freezer", "memory"} <= set(seen.stdout.split()), seen.stdout
@@ -110,13 +110,14 @@ def test_setsid_daemon_of_a_job_does_not_survive_it(deployment):
     doc = sub.target()["login"]
     login = SSHRunner("127.0.0.1", doc["port"], doc["user"], Path(doc["key"]), Path(doc["known_hosts"]))
     marker = f"sfxsetsid{time.monotonic_ns() % 10**8}"
+    look = f"pgrep -af -- '[s]{marker[1:]}' || true"  # the bracket keeps pgrep's own shell from matching
     node = sub.node_runner("worker1")
     try:
         script = f"#!/bin/bash\nsetsid bash -c 'exec -a {marker} sleep 600' </dev/null >/dev/null 2>&1 &\nsleep 3\n"
         job = login.run("cd /tmp && sbatch --parsable -w worker1 -o /dev/null", input=script).check().stdout.strip()
         seen = ""
         for _ in range(50):
-            seen = node.run(f"pgrep -af -- {marker} || true").stdout
+            seen = node.run(look).stdout
             if marker in seen:
                 break
             time.sleep(0.1)
@@ -127,7 +128,7 @@ def test_setsid_daemon_of_a_job_does_not_survive_it(deployment):
                 break
             time.sleep(0.2)
         assert state == "COMPLETED", state
-        left = node.run(f"pgrep -af -- {marker} || true").stdout
+        left = node.run(look).stdout
         assert marker not in left, f"the setsid daemon survived its job: {left}"
     finally:
         login.close()

@@ -35,9 +35,10 @@ from .node import Node, NodeSpec
 PROVISION = resources.files("pytest_slurmflox.provision")
 CLUSTER_NAME = "slurmflox"
 CTL, LOGIN = "ctl", "login"
-#: Memory a job that names none gets per CPU once memory is a consumable resource (CR_CPU_Memory). Fixed, so the
-#: controller's configuration does not depend on the cohort's runtime settings (a lifecycle revision changes those
-#: without restarting slurmctld); small enough that the smallest worker (WORKER_MEM_MB >= 64... see design notes)
+#: Memory a job that names none gets per CPU once memory is a consumable resource (CR_CPU_Memory; without a default a
+#: job would hold its worker's whole memory and serialize everything on it). Fixed rather than derived from the
+#: cohort's WORKER_MEM_MB/WORKER_CPUS, because a lifecycle revision changes those without restarting slurmctld; a
+#: worker with less than this per CPU runs whole-worker jobs only when they name their memory.
 DEF_MEM_PER_CPU_MB = 256
 #: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
 AUTH = "slurm"

@@ -15,6 +15,8 @@ Layout of ``<workdir>``::
     local/nodes/<name>/   one node (see node.py)
     local/forward.pid.json  the loopback forwarder to the login node's sshd
 
+Each node's cgroups are ``<hierarchy>/<our cgroup>/slurmflox-<prefix>/<node>`` (freezer, cpuset, memory; see
+cgroups.py), recorded under ``cgroups`` in ``local/state.json`` and removed by down/destroy.
 The node image and the realized runtime store live in the cache (image.py), which destroy keeps.
 Namespaces are named ``<prefix>-<node>`` with a prefix derived from the work dir, so clusters in different work
 dirs never collide.
