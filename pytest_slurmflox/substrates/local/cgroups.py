@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MOUNT = Path("/sys/fs/cgroup")
 #: controller -> what Slurm uses it for (the limitation named when it cannot be used)
@@ -103,7 +104,7 @@ def probe(prefix: str) -> tuple[Support, dict[str, Path]]:
             continue
         usable.append(controller)
         bases[controller] = base
-    return Support(tuple(usable), unusable), bases
+    return Support(tuple(sorted(usable)), unusable), bases
 
 
 def _inherit_cpuset(path: Path) -> None:
@@ -120,13 +121,12 @@ def _mkdir(path: Path, controller: str) -> None:
         _inherit_cpuset(path)
 
 
-def layout(prefix: str, recorded: Mapping[str, object] | None) -> tuple[Support, dict[str, Path]]:
+def layout(prefix: str, recorded: Mapping[str, Any] | None) -> tuple[Support, dict[str, Path]]:
     """The cluster's cgroup bases: the recorded ones while they exist (nodes live in them), else a fresh probe."""
-    if recorded:
-        bases = {c: Path(str(p)) for c, p in dict(recorded.get("bases") or {}).items()}  # type: ignore[union-attr]
-        if bases and all(p.is_dir() for p in bases.values()):
-            unusable = {str(c): str(w) for c, w in dict(recorded.get("unusable") or {}).items()}  # type: ignore[union-attr]
-            return Support(tuple(bases), unusable), bases
+    bases = {str(c): Path(str(p)) for c, p in ((recorded or {}).get("bases") or {}).items()}
+    if bases and all(p.is_dir() for p in bases.values()):
+        unusable = {str(c): str(w) for c, w in ((recorded or {}).get("unusable") or {}).items()}
+        return Support(tuple(sorted(bases)), unusable), bases
     return probe(prefix)
 
 
