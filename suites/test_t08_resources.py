@@ -155,7 +155,9 @@ def _kill_leftovers(submit, node: str, seen: str) -> None:
 
 @pytest.mark.parametrize("ending", ["ended", "cancelled"])
 @pytest.mark.parametrize("how", list(DAEMONIZE))
-def test_no_process_of_a_job_survives_it(submit, workers, run_id, how, ending):
+def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, ending):
+    if how != "background":  # a process group (proctrack/pgid) holds a background child, not these
+        require_enforced(target, "process-tracking")
     marker = f"sfxstray{run_id.replace('-', '')[-10:]}{how.replace('-', '')}{ending}"
     node = workers[0] if ending == "ended" else workers[-1]
     release = f".{marker}.release"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.run import SSHRunner
@@ -157,6 +158,33 @@ def test_constrain_cores_no_fails_t8_cpu_binding_then_restored_passes(deployment
     assert any("cannot move itself to a CPU outside its allocation" in m for _, m in run.cases.values()), run.output
     again = _t8(deployment, "-k", "confined")
     assert _failed(again) == [] and again.outcomes("passed"), again.output[-4000:]
+
+
+def test_declared_limitations_skip_their_checks_naming_them(deployment, tmp_path):
+    """What a host without a controller gets: the target file names the limitation, the check SKIPs (not PASS)."""
+    doc = yaml.safe_load((deployment["workdir"] / "target.yaml").read_text())
+    assert doc["limitations"] == {}  # this host: every controller works
+    why = "local substrate: the cgroup v1 {} controller cannot be used on this host: test"
+    doc["limitations"] = {
+        "cpu-binding": why.format("cpuset"),
+        "memory-limits": why.format("memory"),
+        "process-tracking": why.format("freezer"),
+    }
+    limited = tmp_path / "limited.yaml"
+    limited.write_text(yaml.safe_dump(doc))
+    run = run_pytest(
+        deployment["home"], "-m", "T8", "-k", "confined or memory or setsid", f"--slurmflox-target={limited}"
+    )
+    skipped = {k.rsplit("::", 1)[-1]: m for k, (o, m) in run.cases.items() if o == "skipped"}
+    assert set(skipped) == {
+        "test_job_is_confined_to_its_allocated_cpus",
+        "test_job_beyond_its_memory_is_killed_out_of_memory",
+        "test_no_process_of_a_job_survives_it[setsid-ended]",
+        "test_no_process_of_a_job_survives_it[setsid-cancelled]",
+    }, run.output[-4000:]
+    assert all("controller cannot be used on this host" in m for m in skipped.values()), skipped
+    assert "missing capability memory-limits" in skipped["test_job_beyond_its_memory_is_killed_out_of_memory"]
+    assert _failed(run) == [], run.output[-4000:]
 
 
 def test_zz_destroy_leaves_no_cgroup_under_any_hierarchy(deployment):
