@@ -12,6 +12,7 @@ of these (``limitations`` in its target file) SKIPs that check naming the limita
 from __future__ import annotations
 
 import shlex
+import time
 
 import pytest
 
@@ -146,6 +147,17 @@ def _probe(submit, node: str, marker: str, release: str = ""):
     return submit.srun(f"-N1 -n1 -w {node}", f"bash -c '{touch}{look}'")
 
 
+def _probe_until_gone(submit, node: str, marker: str, grace: float = 30.0):
+    """Probe until the marked process is gone or ``grace`` seconds passed: the job's state changes at the controller
+    before the worker has finished ending its processes (KillWait), so "survives" means: still there after that."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = _probe(submit, node, marker)
+        if marker not in left.stdout or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
+
+
 def _kill_leftovers(submit, node: str, seen: str) -> None:
     """Best effort: end, by PID, what a failing check left (the test user's own processes)."""
     pids = " ".join(line.split()[0] for line in seen.splitlines() if line.split() and line.split()[0].isdigit())
@@ -179,7 +191,7 @@ def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, e
     else:
         submit.slurm.cancel(job).check()
         submit.wait(job, timeout=60)
-    left = _probe(submit, node, marker)
+    left = _probe_until_gone(submit, node, marker)
     if marker in left.stdout:
         _kill_leftovers(submit, node, left.stdout)
     requirement(left.ok and marker not in left.stdout, f"no {how} process of the {ending} job survives it", left)
