@@ -139,12 +139,16 @@ DAEMONIZE = {
 }
 
 
-def _probe(submit, node: str, marker: str, release: str = ""):
+def _probe(submit, node: str, marker: str, release: str = "", job: str = ""):
     """Processes on ``node`` whose command line holds ``marker`` (one ``pid marker...`` line each), seen from a task
-    there; optionally releases a waiting job (touch ``release`` in the node's /tmp)."""
+    there; optionally releases a waiting job (touch ``release`` in the node's /tmp).
+
+    While the job runs, the probe is a step inside that job (``--overlap``): it needs no free CPU on a node that
+    concurrent checks may have filled. Afterwards it is a job of its own on the CPU the ended job gave back."""
     touch = f"touch /tmp/{release}; " if release else ""
     look = f"pgrep -af -- {marker} | grep -v -e pgrep -e bash || true"
-    return submit.srun(f"-N1 -n1 -w {node}", f"bash -c '{touch}{look}'")
+    where = f"--jobid={job} --overlap -N1 -n1 -w {node}" if job else f"-N1 -n1 -w {node}"
+    return submit.srun(where, f"bash -c '{touch}{look}'")
 
 
 def _probe_until_gone(submit, node: str, marker: str, grace: float = 30.0):
@@ -178,14 +182,14 @@ def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, e
     script = f"#!/bin/bash\n{DAEMONIZE[how].format(m=marker)}\n{rest}\n"
     job = submit.sbatch(script, f"-w{node}", suffix=how)
     submit.slurm.wait([job], until=frozenset({"RUNNING"}), timeout=60)
-    seen = _probe(submit, node, marker)
+    seen = _probe(submit, node, marker, job=job)
     for _ in range(20):  # the job may not have started its daemon yet
         if marker in seen.stdout:
             break
-        seen = _probe(submit, node, marker)
+        seen = _probe(submit, node, marker, job=job)
     requirement(marker in seen.stdout, f"while the job runs, the probe sees its {how} process (control)", seen)
     if ending == "ended":
-        _probe(submit, node, marker, release=release)
+        _probe(submit, node, marker, release=release, job=job)
         state = submit.wait(job, timeout=180)[job]
         requirement(state.state == "COMPLETED", f"the job that leaves a {how} process completed", str(state))
     else:
