@@ -21,7 +21,7 @@ from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
-from pytest_slurmflox.substrates.local import proc
+from pytest_slurmflox.substrates.local import cgroups, proc
 
 pytestmark = pytest.mark.integration
 
@@ -343,6 +343,7 @@ def test_down_then_up_keeps_state(cluster, login):
     login.close()
     sub.down()
     assert not sub.fabric.ours()
+    assert cgroups.leftovers(sub.prefix) == [], "down removes every cgroup of the cluster"
     assert all(not sub.node(n).running() for n in ("ctl", "login", "worker1", "worker2"))
     t0 = time.monotonic()
     sub.up()
@@ -356,6 +357,7 @@ def test_zz_destroy_leaves_nothing(cluster):
     sub.destroy()
     cluster["destroyed"] = True
     assert not sub.fabric.ours(), "network namespaces left behind"
+    assert cgroups.leftovers(sub.prefix) == [], "cgroups left behind"
     mounts = Path("/proc/mounts").read_text()
     assert sub.prefix not in mounts and workdir not in mounts, "mounts left behind"
     leftovers = []

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates.local import apt, keys, proc, runtime, slurmconf
-from pytest_slurmflox.substrates.local.substrate import cluster_prefix
+from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 # ------------------------------------------------------------------------------------------------ apt sources
 
@@ -89,7 +89,7 @@ def test_slurm_conf_has_the_worker_contract():
     assert any(line.startswith("PartitionName=all Nodes=workers") for line in lines)
     auth = {"AuthType=auth/slurm", "CredType=cred/munge", "AuthInfo=use_client_ids,socket=/run/munge/munge.socket.2"}
     assert auth <= lines
-    assert "ProctrackType=proctrack/pgid" in lines
+    assert {"ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"} <= lines
     with pytest.raises(ValueError):
         slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2", auth="none"))
 
@@ -294,6 +294,68 @@ def test_suite_without_sackd_is_refused_before_building(tmp_path):
     ],
 )
 def test_worker_registration_states(state, ready):
-    from pytest_slurmflox.substrates.local.substrate import _registered
+    from pytest_slurmflox.substrates.local.cluster import registered as _registered
 
     assert _registered(state) is ready
+
+
+# ------------------------------------------------------------------------------------------------ cgroups
+
+
+def test_own_cgroup_and_v1_mounts_are_read_from_proc_text():
+    from pytest_slurmflox.substrates.local import cgroups
+
+    text = "9:name=systemd:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n"
+    assert cgroups.own_cgroup("memory", text) == "/process_api/abc"
+    assert cgroups.own_cgroup("cpuacct", text) == "/"
+    assert cgroups.own_cgroup("freezer", text) is None
+    mounts = (
+        "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n"
+        "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n"
+    )
+    found = cgroups.v1_mounts(mounts)
+    assert found["memory"] == Path("/sys/fs/cgroup/memory") and found["cpuacct"] == Path("/sys/fs/cgroup/cpu,cpuacct")
+    assert "freezer" not in found
+
+
+def test_unusable_controllers_weaken_the_conf_and_name_the_limitation(tmp_path):
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.substrates.local import cgroups
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
+
+    cluster = LocalCluster(
+        resolve(cli={"WORKDIR": str(tmp_path)}, substrate="local").settings, Workdir(tmp_path), print
+    )
+    full = cgroups.Support(("freezer", "cpuset", "memory"))
+    assert full.limitations() == {}
+    conf = slurmconf.render_slurm_conf(cluster.cluster_conf(full))
+    assert "ProctrackType=proctrack/cgroup" in conf and "SelectTypeParameters=CR_CPU_Memory" in conf
+    assert "ConstrainCores=yes" in slurmconf.render_cgroup_conf(cluster.cgroup_conf(full))
+    no_memory = cgroups.Support(("freezer", "cpuset"), {"memory": "creating x failed: Permission denied"})
+    assert set(no_memory.limitations()) == {"memory-limits"}
+    assert "Permission denied" in no_memory.limitations()["memory-limits"]
+    conf = slurmconf.render_slurm_conf(cluster.cluster_conf(no_memory))
+    assert "SelectTypeParameters=CR_CPU" in conf.splitlines() and "DefMemPerCPU" not in conf
+    assert "ConstrainRAMSpace=no" in slurmconf.render_cgroup_conf(cluster.cgroup_conf(no_memory))
+    none = cgroups.Support((), {c: "not mounted" for c in cgroups.CONTROLLERS})
+    assert set(none.limitations()) == {"process-tracking", "cpu-binding", "memory-limits"}
+    assert "ProctrackType=proctrack/pgid" in slurmconf.render_slurm_conf(cluster.cluster_conf(none))
+    assert slurmconf.render_cgroup_conf(cluster.cgroup_conf(none)).splitlines()[-1] == "CgroupPlugin=disabled"
+
+
+def test_cgroup_tree_is_made_and_removed_deepest_first(tmp_path):
+    """On a plain directory tree (the removal order and the cpuset inheritance are file operations)."""
+    from pytest_slurmflox.substrates.local import cgroups
+
+    base = tmp_path / "slurmflox-sfxtest"
+    tree = cgroups.ClusterCgroups({"freezer": base})
+    procs = tree.ensure_node("worker1")
+    assert procs == [base / "worker1" / "cgroup.procs"] and (base / "worker1").is_dir()
+    (base / "worker1" / "slurm" / "uid_1").mkdir(parents=True)
+    assert cgroups.leftovers("sfxtest", roots=(tmp_path,)) == [base]
+    tree.remove_node("worker1")
+    assert not (base / "worker1").exists()
+    tree.remove_all()
+    assert cgroups.leftovers("sfxtest", roots=(tmp_path,)) == []

@@ -4,8 +4,9 @@ Modules, one job each: ``apt`` (host checks, mirror, host packages), ``image`` (
 ``runtime`` (local runtime provider: realize/activate ``local/<name>:<gen>``), ``network`` (bridge and veths
 inside our namespaces), ``node`` (one node's namespaces, layers and supervising process), ``proc`` (PID proof),
 ``scripts`` (node boot/init programs), ``slurmconf`` (pure config renderers), ``keys`` (credentials),
-``forward`` (loopback port forwarder into the login namespace), ``exec`` (NamespaceRunner), ``pool``
-(LocalWorkerPool), ``substrate`` (LocalSubstrate: up/status/down/destroy).
+``forward`` (the loopback port forwarder program), ``forwarder`` (its supervisor), ``exec`` (NamespaceRunner),
+``cluster`` (LocalCluster: node primitives), ``pool`` (LocalWorkerPool: the cohort), ``substrate`` (LocalSubstrate:
+up/status/down/destroy/target over the cluster, the pool and the forwarder).
 """
 
 from __future__ import annotations

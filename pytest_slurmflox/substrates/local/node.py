@@ -22,13 +22,16 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...state import atomic_write
 from . import proc
 from .network import Fabric, ns_inode
+
+#: sh program: write our own PID into each cgroup.procs file given before ``--``, then exec the rest.
+_JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,32 @@ class Node:
             return None
 
     # ------------------------------------------------------------------------------------------ start
-    def start(self, common: Mapping[str, str], *, image_digest: str, extra_hash: str = "") -> None:
-        """Start the node (caller made sure it is not running). Returns at once; watch :meth:`phase`."""
+    def start(
+        self,
+        common: Mapping[str, str],
+        *,
+        image_digest: str,
+        extra_hash: str = "",
+        cgroup_procs: Sequence[Path] = (),
+    ) -> None:
+        """Start the node (caller made sure it is not running). Returns at once; watch :meth:`phase`.
+
+        With ``cgroup_procs`` the first process joins those cgroups and unshares a cgroup namespace, so the node
+        is rooted at its own cgroups (see cgroups.py)."""
+        self._prepare(common, image_digest)
+        with (self.dir / "console.log").open("ab") as console:
+            popen = subprocess.Popen(
+                self._argv(cgroup_procs),
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self._record(popen).write(self.pid_file)
+        atomic_write(self.dir / "config.hash", self.config_hash(common, extra_hash) + "\n")
+
+    def _prepare(self, common: Mapping[str, str], image_digest: str) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "ctl").mkdir(exist_ok=True)
         (self.dir / "merged").mkdir(exist_ok=True)
@@ -133,52 +160,37 @@ class Node:
         atomic_write(self.dir / "boot.env", self.boot_env_text(common), mode=0o600)
         atomic_write(self.phase_file, "starting\n")
         self.fabric.ensure_node(self.spec.name, self.spec.address)
-        netns = Fabric.ns_path(self.ns)
-        argv = [
-            "nsenter",
-            f"--net={netns}",
-            "--",
-            "unshare",
-            "--mount",
-            "--uts",
-            "--ipc",
-            "--pid",
-            "--fork",
-            "--kill-child",
-            "--propagation",
-            "private",
-            "--",
-            "bash",
-            str(self.boot_script()),
-            str(self.dir),
+
+    def _argv(self, cgroup_procs: Sequence[Path]) -> list[str]:
+        join: list[str] = []
+        if cgroup_procs:
+            join = ["sh", "-c", _JOIN_CGROUPS, "sfx-join-cgroups", *map(str, cgroup_procs), "--"]
+        namespaces = ["--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child"]
+        if cgroup_procs:
+            namespaces.append("--cgroup")
+        return [
+            *join,
+            *("nsenter", f"--net={Fabric.ns_path(self.ns)}", "--"),
+            *("unshare", *namespaces, "--propagation", "private", "--"),
+            *("bash", str(self.boot_script()), str(self.dir)),
         ]
-        with (self.dir / "console.log").open("ab") as console:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-        # nsenter execs unshare: the Popen pid becomes unshare once the exec happened.
+
+    def _record(self, popen: subprocess.Popen[bytes]) -> proc.PidRecord:
+        """The proof of the started node: once sh and nsenter have exec'd, the Popen pid is ``unshare``."""
         deadline = time.monotonic() + 5
-        rec = None
         while time.monotonic() < deadline:
             try:
                 exe = Path(f"/proc/{popen.pid}/exe").readlink().name
             except OSError:
                 exe = ""
             if exe == "unshare":
-                rec = proc.record_for(popen.pid, "unshare", (str(self.boot_script()), str(self.dir)), ns_inode(self.ns))
-                break
+                return proc.record_for(
+                    popen.pid, "unshare", (str(self.boot_script()), str(self.dir)), ns_inode(self.ns)
+                )
             if popen.poll() is not None:
                 break
             time.sleep(0.01)
-        if rec is None:
-            raise RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
-        rec.write(self.pid_file)
-        atomic_write(self.dir / "config.hash", self.config_hash(common, extra_hash) + "\n")
+        raise RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
 
     def wait_phase(self, want: str, timeout: float) -> str:
         """Wait until the phase is ``want`` or a failure; returns the last phase seen."""

@@ -2,9 +2,10 @@
 
 ``node-boot.sh`` runs on the host side, already inside the node's fresh mount/UTS/IPC/PID namespaces (PID 1
 there) and its network namespace. It assembles the node's root: an overlay (read-only image + the node's own
-writable layer), its own /proc, /sys, /dev, /run and /tmp, the shared /home, the cluster's Slurm config, the
-runtime store, and copies the node's secrets into its private /run. Then it becomes ``node-init.sh`` inside that
-root (chroot), still PID 1, so stopping that one process ends every process of the node.
+writable layer), its own /proc, /sys (with its own cgroups), /dev, /run and /tmp, the shared /home, the
+cluster's Slurm config, the runtime store, and copies the node's secrets into its private /run. Then it becomes
+``node-init.sh`` inside that root (chroot), still PID 1, so stopping that one process ends every process of the
+node.
 
 ``node-init.sh`` starts the role's daemons. A worker first activates its realized runtime and runs the
 production task-profile initializer inside it; only if that succeeds does slurmd start (fail closed). Progress
@@ -29,6 +30,16 @@ mkdir -p "$NODE_DIR/upper" "$NODE_DIR/work" "$M"
 mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$NODE_DIR/upper,workdir=$NODE_DIR/work" "$M"
 mount -t proc proc "$M/proc"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$M/sys"
+if [ -n "${CGROUP_CONTROLLERS:-}" ]; then
+    # The node's own cgroups, where Slurm's cgroup/v1 plugin looks for them: we are in a cgroup namespace rooted
+    # at the node's cgroup, so each hierarchy mounted here shows that cgroup as its root (and nothing above it).
+    mount -t tmpfs -o mode=0755,size=64k,nosuid,nodev,noexec cgroup "$M/sys/fs/cgroup"
+    for c in $CGROUP_CONTROLLERS; do
+        mkdir "$M/sys/fs/cgroup/$c"
+        mount -t cgroup -o "$c,nosuid,nodev,noexec" cgroup "$M/sys/fs/cgroup/$c"
+    done
+    mount -o remount,ro,nosuid,nodev,noexec "$M/sys/fs/cgroup"
+fi
 mount -t tmpfs -o mode=0755,size=256m tmpfs "$M/run"
 mount -t tmpfs -o mode=1777,size=1g tmpfs "$M/tmp"
 mount -t tmpfs -o mode=0755,size=1m tmpfs "$M/dev"

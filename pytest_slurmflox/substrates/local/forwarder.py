@@ -1,0 +1,114 @@
+"""LoginForwarder: starts, proves, checks and stops the loopback forwarder to the login node's sshd.
+
+The forwarder program itself is ``forward.py`` (standalone, copied into ``<workdir>/local/scripts``); this module
+is its supervisor: one process per cluster, recorded in ``<workdir>/local/forward.pid.json`` with the login
+namespace as its proof, on 127.0.0.1:LOGIN_SSH_PORT.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import SubstrateUnavailable
+from . import proc
+from .network import Fabric, address_for, ns_inode
+
+LOGIN = "login"
+
+
+class LoginForwarder:
+    def __init__(self, local: Path, fabric: Fabric, port: int) -> None:
+        self.local = local
+        self.fabric = fabric
+        self.port = port
+
+    @property
+    def pid_file(self) -> Path:
+        return self.local / "forward.pid.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.local / "forward.log"
+
+    def _markers(self) -> tuple[str, ...]:
+        return (str(self.local / "scripts" / "forward.py"), str(Fabric.ns_path(self.fabric.node_ns(LOGIN))))
+
+    def _ours_on_port(self) -> bool:
+        rec = proc.PidRecord.read(self.pid_file)
+        return proc.proven(rec) and rec is not None and f"\0{self.port}\0" in "\0".join(proc.cmdline(rec.pid)) + "\0"
+
+    def running(self) -> bool:
+        return proc.proven(proc.PidRecord.read(self.pid_file))
+
+    def ensure(self) -> None:
+        """Keep our forwarder on LOGIN_SSH_PORT, else (re)start it and record it once it listens."""
+        if self._ours_on_port():
+            return
+        self.stop()
+        argv = [
+            sys.executable,
+            str(self.local / "scripts" / "forward.py"),
+            "127.0.0.1",
+            str(self.port),
+            str(Fabric.ns_path(self.fabric.node_ns(LOGIN))),
+            address_for(3),
+            "22",
+        ]
+        with self.log_file.open("ab") as log:
+            popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        exe = Path(f"/proc/{popen.pid}/exe").readlink().name
+        self._wait_listening(popen)
+        # the forwarder moved itself into the login namespace: record that namespace as its proof
+        rec = proc.record_for(popen.pid, exe, self._markers(), ns_inode(self.fabric.node_ns(LOGIN)))
+        rec.write(self.pid_file)
+
+    def _wait_listening(self, popen: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if popen.poll() is not None:
+                tail = self.log_file.read_text()[-600:]
+                if "Address already in use" in tail:
+                    raise SubstrateUnavailable(
+                        f"local: 127.0.0.1:{self.port} (LOGIN_SSH_PORT) is taken by another program; choose another "
+                        "port with --slurmflox-login-ssh-port"
+                    )
+                raise SubstrateUnavailable(f"local: the login port forwarder exited: {tail}")
+            if "forwarding" in self.log_file.read_text():
+                return
+            time.sleep(0.02)
+
+    def check_port(self) -> None:
+        """Refuse before changing anything if LOGIN_SSH_PORT is held by something other than our forwarder."""
+        rec = proc.PidRecord.read(self.pid_file)
+        if proc.proven(rec) and rec is not None and str(self.port) in proc.cmdline(rec.pid):
+            return
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", self.port))
+            except OSError as exc:
+                raise SubstrateUnavailable(
+                    f"local: 127.0.0.1:{self.port} (LOGIN_SSH_PORT) is taken by another program ({exc.strerror}); "
+                    "choose another port with --slurmflox-login-ssh-port (nothing was changed)"
+                ) from None
+
+    def stop(self) -> None:
+        rec = proc.PidRecord.read(self.pid_file)
+        if rec is not None and proc.signal_proven(rec):
+            proc.wait_gone(rec.pid, 5)
+        self.pid_file.unlink(missing_ok=True)
+
+    def ssh_banner(self) -> bool:
+        """True once an SSH server answers through the forwarder."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+                sock.settimeout(2)
+                return sock.recv(64).startswith(b"SSH-")
+        except OSError:
+            return False
