@@ -73,6 +73,12 @@ class KubeClient:
             return False
 
     # ------------------------------------------------------------------------------------ core reads
+    def server_version(self) -> str:
+        """The API server's version (``git_version``, e.g. ``v1.36.3``)."""
+        from kubernetes import client
+
+        return str(client.VersionApi(self.core.api_client).get_code().git_version)
+
     def nodes(self) -> list[dict]:
         return _plain(self.core.list_node().items)
 

@@ -140,6 +140,22 @@ class SlurmClient:
             raise SlurmError("slurmctld is not reachable:\n" + res.describe())
         return res
 
+    def partition_nodes(self, name: str | None = None) -> list[str]:
+        """Node names of a partition (default: the client's), as ``sinfo`` lists them; raises SlurmError."""
+        part = shlex.quote(name or self.partition)
+        res = self.user.run(f"sinfo -h -N -p {part} -o %N", timeout=30)
+        if not res.ok:
+            raise SlurmError("sinfo failed:\n" + res.describe())
+        return sorted(set(res.stdout.split()))
+
+    def active_jobs(self, name: str | None = None) -> list[str]:
+        """Ids of the jobs a partition still runs (running, completing, configuring or suspended)."""
+        part = shlex.quote(name or self.partition)
+        res = self.user.run(f"squeue -h -p {part} -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -o %i", timeout=30)
+        if not res.ok:
+            raise SlurmError("squeue failed:\n" + res.describe())
+        return res.stdout.split()
+
     def nodes(self) -> list[NodeState]:
         res = self.user.run("scontrol -o show node", timeout=30)
         if not res.ok:

@@ -26,6 +26,7 @@ Target file (YAML)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +37,9 @@ import yaml
 from .pool import WorkerPool
 from .revision import runtime_revision
 from .run import Observer, Result, Runner, SSHRunner
-from .settings import WORKER_KEYS, Settings, SettingsError, resolve
+from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .slurm import SlurmClient
+from .state import atomic_write
 
 
 class TargetError(ValueError):
@@ -98,6 +100,10 @@ class TargetSpec:
     identity: Identity | None
     expect: Expectations
     raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    slurm_version: str | None = None  #: what the substrate installed (informational)
+    #: The full settings a substrate deployed with (substrate-backed targets only): what a test session needs
+    #: to operate the deployment's worker pool, read from the target instead of resolving settings again.
+    deployed: Settings | None = None
 
 
 def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
@@ -166,6 +172,14 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         settings = resolve(cli=raw_settings, substrate=substrate).settings
     except SettingsError as exc:
         raise TargetError(f"expect.settings: {exc}") from None
+    deployed = None
+    deployment_doc = doc.get("deployment") or {}
+    if deployment_doc.get("settings"):
+        try:
+            raw = {str(k): str(v) for k, v in deployment_doc["settings"].items()}
+            deployed = resolve(cli=raw, substrate=substrate).settings
+        except SettingsError as exc:
+            raise TargetError(f"deployment.settings: {exc}") from None
     image = str(expect_doc.get("image") or settings.worker_image)
     expectations = Expectations(
         settings=settings,
@@ -185,7 +199,75 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         identity=identity,
         expect=expectations,
         raw=dict(doc),
+        slurm_version=(doc.get("slurm") or {}).get("version"),
+        deployed=deployed,
     )
+
+
+def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "user": endpoint.user,
+        "key": str(endpoint.key),
+        "known_hosts": str(endpoint.known_hosts) if endpoint.known_hosts else None,
+    }
+
+
+def expect_document(expect: Expectations) -> dict[str, Any]:
+    """The ``expect`` section: the worker runtime keys (WORKER_IMAGE as the image the owner runs), revision,
+    image and replicas."""
+    settings = {key: to_raw(getattr(expect.settings, key.lower())) for key in WORKER_KEYS}
+    settings["WORKER_IMAGE"] = expect.image
+    return {"revision": expect.revision, "image": expect.image, "replicas": expect.replicas, "settings": settings}
+
+
+def target_document(spec: TargetSpec) -> dict[str, Any]:
+    """The one serializer of a target file: what :func:`parse_target` reads back into an equal spec."""
+    doc: dict[str, Any] = {
+        "version": 1,
+        "name": spec.name,
+        "substrate": spec.substrate,
+        "workdir": str(spec.workdir) if spec.workdir else None,
+        "login": _endpoint_document(spec.login),
+        "admin": None,
+        "kubernetes": None,
+        "slurm": {"partition": spec.partition},
+        "expect": expect_document(spec.expect),
+    }
+    if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
+        same_host = dataclasses.replace(spec.login, user=spec.admin.user) == spec.admin
+        doc["admin"] = {"user": spec.admin.user} if same_host else _endpoint_document(spec.admin)
+    if spec.kubernetes is not None:
+        kube = spec.kubernetes
+        doc["kubernetes"] = {
+            "kubeconfig": str(kube.kubeconfig) if kube.kubeconfig else None,
+            "context": kube.context,
+            "namespace": kube.namespace,
+            "nodeset": kube.nodeset,
+        }
+        if kube.login_set:
+            doc["kubernetes"]["loginset"] = kube.login_set
+    if spec.slurm_version:
+        doc["slurm"]["version"] = spec.slurm_version
+    if spec.identity is not None:
+        doc["identity"] = {
+            "user": spec.identity.user,
+            "uid": spec.identity.uid,
+            "gid": spec.identity.gid,
+            "supp_group": spec.identity.supp_group,
+            "supp_gid": spec.identity.supp_gid,
+        }
+    if spec.deployed is not None:
+        doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
+    return doc
+
+
+def write_target(spec: TargetSpec, path: Path) -> dict[str, Any]:
+    """Write ``spec`` to ``path`` (atomically) and return the document written."""
+    doc = target_document(spec)
+    atomic_write(path, yaml.safe_dump(doc, sort_keys=False))
+    return doc
 
 
 def load_target(path: Path) -> TargetSpec:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.plugin import GROUPS, MARKERS, OPTIONS
+from pytest_slurmflox.groups import GROUPS, MARKERS
+from pytest_slurmflox.options import OPTIONS
 from pytest_slurmflox.settings import KEYS
 
 

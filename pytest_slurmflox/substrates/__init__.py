@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..pool import WorkerPool
-from ..settings import Settings
+from ..settings import Settings, SubstrateOptions
 from ..state import Workdir
 
 Progress = Callable[[str], None]
@@ -40,8 +40,12 @@ class Substrate(Protocol):
         """The owner of the worker cohort."""
 
 
-def make_substrate(name: str, settings: Settings, workdir: Workdir, progress: Progress) -> Substrate:
-    """The substrate named ``name``; imported lazily so a customer target never loads substrate code."""
+def make_substrate(
+    name: str, settings: Settings, workdir: Workdir, progress: Progress, options: SubstrateOptions | None = None
+) -> Substrate:
+    """The substrate named ``name``; imported lazily so a customer target never loads substrate code.
+    ``options`` are the host's substrate knobs from the option table (image, accelerator, isolation)."""
+    options = options or SubstrateOptions()
     if name == "local":
         from .local import LocalSubstrate
 
@@ -49,5 +53,12 @@ def make_substrate(name: str, settings: Settings, workdir: Workdir, progress: Pr
     if name == "qemu":
         from .qemu import QemuSubstrate
 
-        return QemuSubstrate(settings, workdir, progress)
+        return QemuSubstrate(
+            settings,
+            workdir,
+            progress,
+            image=options.qemu_image,
+            accel=options.qemu_accel,
+            restrict=options.qemu_restrict,
+        )
     raise SubstrateUnavailable(f"unknown substrate {name!r} (choose local or qemu)")

@@ -23,6 +23,7 @@ dirs never collide.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -45,6 +46,7 @@ from ... import revision as revision_mod
 from ...pool import WorkerInfo
 from ...settings import WORKER_KEYS, Settings, to_raw
 from ...state import Workdir, atomic_write
+from ...target import Endpoint, Expectations, Identity, TargetSpec, expect_document, target_document
 from .. import Progress, SubstrateUnavailable
 from . import apt, image, keys, proc, runtime, scripts, slurmconf
 from .exec import NamespaceRunner
@@ -542,36 +544,23 @@ class LocalSubstrate:
     def target(self) -> dict:
         s = self.settings
         img = self.ensure_image()
-        return {
-            "version": 1,
-            "name": "local",
-            "substrate": "local",
-            "workdir": str(self.workdir.root),
-            "login": {
-                "host": "127.0.0.1",
-                "port": s.login_ssh_port,
-                "user": s.test_user,
-                "key": str(self.workdir.ssh_key),
-                "known_hosts": str(self.workdir.known_hosts),
-            },
-            "admin": {"user": "root"},
-            "kubernetes": None,
-            "slurm": {"partition": "all", "version": img.slurm_version.split("-")[0]},
-            "identity": {
-                "user": s.test_user,
-                "uid": s.test_uid,
-                "gid": s.test_gid,
-                "supp_group": s.test_supp_group,
-                "supp_gid": s.test_supp_gid,
-            },
-            "expect": {
-                # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
-                "revision": self.revision_for(s),
-                "image": img.ref,
-                "replicas": s.compute_replicas,
-                "settings": self._worker_settings_raw(s, img.ref),
-            },
-        }
+        login = Endpoint("127.0.0.1", s.login_ssh_port, s.test_user, self.workdir.ssh_key, self.workdir.known_hosts)
+        spec = TargetSpec(
+            path=None,
+            name="local",
+            substrate="local",
+            workdir=self.workdir.root,
+            login=login,
+            admin=dataclasses.replace(login, user="root"),
+            kubernetes=None,
+            partition="all",
+            identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid),
+            # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
+            expect=Expectations(s, self.revision_for(s), img.ref, s.compute_replicas),
+            slurm_version=img.slurm_version.split("-")[0],
+            deployed=s,
+        )
+        return target_document(spec)
 
     # ================================================================================== other verbs
     def status(self) -> str:
@@ -698,12 +687,11 @@ class LocalSubstrate:
         if not isinstance(doc, dict):
             return
         img = self.ensure_image()
-        doc["expect"] = {
-            **(doc.get("expect") or {}),
-            "revision": self.revision_for(settings),
-            "image": img.ref,
-            "settings": self._worker_settings_raw(settings, img.ref),
-        }
+        replicas = int((doc.get("expect") or {}).get("replicas", settings.compute_replicas))
+        doc["expect"] = expect_document(Expectations(settings, self.revision_for(settings), img.ref, replicas))
+        deployed = (doc.get("deployment") or {}).get("settings")
+        if isinstance(deployed, dict):  # the deployment now runs this runtime
+            deployed.update({key: to_raw(getattr(settings, key.lower())) for key in WORKER_KEYS})
         atomic_write(self.target_file, yaml.safe_dump(doc, sort_keys=False))
 
     def worker_infos(self) -> list[WorkerInfo]:

@@ -86,10 +86,14 @@ class NodeSetPool:
         return [worker_from_pod(p) for p in pods]
 
     def apply(self, settings: Settings) -> str:
-        """Render the values for ``settings``, place them on node1 and ``helm upgrade --install``."""
+        """Render the values for ``settings``' worker runtime (the deployment's own settings elsewhere), place them
+        on node1 and ``helm upgrade --install``."""
         from ...render.values import render_slurm_values, test_identity_files
         from ...revision import runtime_revision
+        from ...settings import WORKER_KEYS
 
+        runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
+        settings = self.substrate.settings.replace(**runtime)
         revision = runtime_revision(settings)
         identity = None
         guest = self.substrate.guest(1)
