@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .connection import connect
 from .evidence import EvidenceLog
 from .lifecycle import Outcome, ReconcileError, Reconciler
 from .settings import Resolved, SubstrateOptions
 from .state import Workdir, WorkerRevisionFile
-from .target import TargetSpec, connect, load_target
+from .target import TargetSpec, load_target
 
 
 class DeployError(RuntimeError):

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from .connection import Target, connect
 from .options import progress_printer, session_state, substrate_options
 from .state import Workdir
-from .target import Target, TargetError, TargetSpec, connect, load_target
+from .target import TargetError, TargetSpec, load_target
 
 
 def _pool_factory(config: pytest.Config):

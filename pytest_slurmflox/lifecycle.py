@@ -224,13 +224,13 @@ class Reconciler:
             nodes = {n.name: n for n in self.slurm.nodes()}
             bad = []
             for name in sorted(expected):
-                node = nodes.get(name)
-                if node is None:
+                record = nodes.get(name)
+                if record is None:
                     bad.append(f"{name}: not registered")
-                elif node.flags & STALE_FLAGS or "NOT_RESPONDING" in node.flags or "*" in node.state:
-                    bad.append(f"{name}: {node.state}")
-                elif node.cpus != settings.worker_cpus or node.real_memory != settings.worker_mem_mb:
-                    bad.append(f"{name}: CPUs={node.cpus} RealMemory={node.real_memory}")
+                elif record.flags & STALE_FLAGS or "NOT_RESPONDING" in record.flags or "*" in record.state:
+                    bad.append(f"{name}: {record.state}")
+                elif record.cpus != settings.worker_cpus or record.real_memory != settings.worker_mem_mb:
+                    bad.append(f"{name}: CPUs={record.cpus} RealMemory={record.real_memory}")
             return "; ".join(bad) or None
 
         self._wait("wait-registered", registered)

@@ -75,7 +75,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "slurmflox-qemu-restrict", "qemu substrate: isolate guests (only the port forwards reach them)", kind="bool"
     ),
-    Option("slurmflox-local-cache", "local substrate: node image cache directory", default="/var/cache/slurmflox"),
+    Option("slurmflox-local-cache", "local substrate: node image cache directory (default /var/cache/slurmflox)"),
 )
 OPTIONS_BY_DEST = {option.dest: option for option in OPTIONS}
 

@@ -69,7 +69,7 @@ class Selection:
     """The selection rules of one invocation, decided once from the options."""
 
     wanted: set[str] | None
-    named_destructive: set[str]
+    named_destructive: frozenset[str]
     allow_destructive: bool
     requested: bool
     target_run: bool

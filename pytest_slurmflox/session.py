@@ -9,7 +9,7 @@ process. Settings are resolved at most once per invocation (``--slurmflox-up``);
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,9 @@ class SlurmfloxSession:
         self.state.deselected = selection.reasons
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         group = item_group(item)
         if group and call.when == "setup":
@@ -144,7 +146,7 @@ class SlurmfloxSession:
         if call.when == "teardown" and not self.facts_sent and self.state.target is not None:
             self.facts_sent = True
             report.user_properties.append(("slurmflox_facts", json.dumps(target_facts(self.state.target))))
-        return report  # type: ignore[no-any-return]
+        return report
 
     # -- the end ------------------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -43,7 +43,7 @@ class Jobs:
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
         """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
-        self.login.run(f"mkdir -p {self.outdir}").check()
+        self.login.run(f"mkdir -p {self.outdir}").check()  # outdir is shell text: it may name $HOME
         name = self.name + (f"-{suffix}" if suffix else "")
         out = self.login.run(f"echo {self.outdir}").check().stdout.strip()
         job_id = self.slurm.sbatch(

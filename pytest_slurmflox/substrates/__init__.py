@@ -30,7 +30,7 @@ class Substrate(Protocol):
     def status(self) -> str:
         """A human-readable status report."""
 
-    def down(self) -> None:
+    def down(self) -> object:
         """Stop everything, keep state."""
 
     def destroy(self) -> None:
@@ -49,7 +49,7 @@ def make_substrate(
     if name == "local":
         from .local import LocalSubstrate
 
-        return LocalSubstrate(settings, workdir, progress)
+        return LocalSubstrate(settings, workdir, progress, cache=options.local_cache)
     if name == "qemu":
         from .qemu import QemuSubstrate
 

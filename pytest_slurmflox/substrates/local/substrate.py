@@ -87,14 +87,16 @@ def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
 class LocalSubstrate:
     name = "local"
 
-    def __init__(self, settings: Settings, workdir: Workdir, progress: Progress) -> None:
+    def __init__(self, settings: Settings, workdir: Workdir, progress: Progress, cache: Path | None = None) -> None:
         self.settings = settings
+        self.cache = cache or image.cache_root()  #: node image cache (--slurmflox-local-cache), kept by destroy
         self.workdir = Workdir(workdir.root.resolve())
         self.progress = progress
         self.local = self.workdir.local
         self.prefix = cluster_prefix(self.workdir.root)
         self.fabric = Fabric(self.prefix)
         self._image: image.NodeImage | None = None
+        self._locked = False  #: this object holds the work dir's lock (see _exclusive)
 
     # ================================================================================== paths & state
     @property
@@ -103,7 +105,7 @@ class LocalSubstrate:
 
     @property
     def store(self) -> Path:
-        return image.cache_root() / "store"
+        return self.cache / "store"
 
     @property
     def target_file(self) -> Path:
@@ -154,7 +156,7 @@ class LocalSubstrate:
 
     def node_runner(self, node: str, user: str = "root") -> NamespaceRunner:
         """Run commands inside ``node`` (ctl, login, workerN) as ``user`` (must exist there)."""
-        return NamespaceRunner(node, self.node(node).init_pid, user=user)
+        return NamespaceRunner(node=node, pid_of=self.node(node).init_pid, user=user)
 
     # ================================================================================== files
     def _common_boot(self, img: image.NodeImage) -> dict[str, str]:
@@ -216,7 +218,7 @@ class LocalSubstrate:
             apt.require_root_debian()
             apt.ensure_host_packages(self.progress)
             mirror = apt.debian_mirror(apt.host_sources())
-            self._image = image.ensure_image(self.settings.local_suite, mirror, self.progress)
+            self._image = image.ensure_image(self.settings.local_suite, mirror, self.progress, self.cache)
         return self._image
 
     def image_ref(self) -> str:
@@ -612,7 +614,7 @@ class LocalSubstrate:
             self.workdir.known_hosts,
         ):
             path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {image.cache_root()})")
+        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {self.cache})")
 
     def _sweep(self, namespaces: set[str] | None = None) -> None:
         """Kill whatever still runs inside our namespaces (they are ours by construction), by PID."""

@@ -331,7 +331,9 @@ class QemuSubstrate:
 
         if not self.workdir.kubeconfig.exists():
             raise SubstrateUnavailable(f"no kubeconfig at {self.workdir.kubeconfig}: run up first")
-        return NodeSetPool(self, KubeClient(self.workdir.kubeconfig, None, "slurm"))
+        # NodeSetPool lacks revision_for/profile_revision/restart of the WorkerPool contract (being reworked with
+        # pytest_slurmflox/nodeset.py); the ignore marks that gap, it does not close it.
+        return NodeSetPool(self, KubeClient(self.workdir.kubeconfig, None, "slurm"))  # type: ignore[return-value]
 
     def record(self, name: str, doc: dict) -> None:
         atomic_write(self.workdir.root / "k8s" / name, json.dumps(doc, indent=2, sort_keys=True) + "\n")
