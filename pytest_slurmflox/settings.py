@@ -171,7 +171,7 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with typed changes, validated again (used by lifecycle tests and substrates)."""
         raw = {k.upper(): to_raw(v) for k, v in changes.items()}
-        return resolve(cli={**{s.upper(): to_raw(getattr(self, s)) for s in KEYS_BY_FIELD}, **raw}).settings
+        return resolve(cli={**{name.upper(): to_raw(getattr(self, name)) for name in KEYS_BY_FIELD}, **raw}).settings
 
 
 @dataclass(frozen=True)
@@ -306,18 +306,18 @@ def resolve(
     return Resolved(settings=settings, sources=sources, explicit=explicit)
 
 
-def validate(s: Settings) -> None:
+def validate(settings: Settings) -> None:
     """Rules that relate several keys to each other."""
-    if s.nodes < 2:
+    if settings.nodes < 2:
         raise SettingsError(
-            "NODES", str(s.nodes), "needs at least one native worker node beside node1 (NODES is 2 to 9)"
+            "NODES", str(settings.nodes), "needs at least one native worker node beside node1 (NODES is 2 to 9)"
         )
-    if s.ssh_port_base + s.nodes > 65535:
-        raise SettingsError("SSH_PORT_BASE", str(s.ssh_port_base), "SSH_PORT_BASE+NODES must be a valid port")
-    if ipaddress.ip_network(s.pod_cidr).overlaps(ipaddress.ip_network(s.svc_cidr)):
-        raise SettingsError("SVC_CIDR", s.svc_cidr, f"must not overlap POD_CIDR {s.pod_cidr}")
-    if s.test_gid == s.test_supp_gid:
-        raise SettingsError("TEST_SUPP_GID", str(s.test_supp_gid), "must differ from TEST_GID")
+    if settings.ssh_port_base + settings.nodes > 65535:
+        raise SettingsError("SSH_PORT_BASE", str(settings.ssh_port_base), "SSH_PORT_BASE+NODES must be a valid port")
+    if ipaddress.ip_network(settings.pod_cidr).overlaps(ipaddress.ip_network(settings.svc_cidr)):
+        raise SettingsError("SVC_CIDR", settings.svc_cidr, f"must not overlap POD_CIDR {settings.pod_cidr}")
+    if settings.test_gid == settings.test_supp_gid:
+        raise SettingsError("TEST_SUPP_GID", str(settings.test_supp_gid), "must differ from TEST_GID")
 
 
 @dataclass(frozen=True)

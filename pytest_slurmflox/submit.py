@@ -63,6 +63,6 @@ class Jobs:
         if not self.submitted:
             return
         states = self.slurm.jobs(self.submitted)
-        live = [j for j, s in states.items() if not s.done]
+        live = [job_id for job_id, state in states.items() if not state.done]
         if live:
             self.slurm.cancel(*live)
