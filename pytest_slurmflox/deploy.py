@@ -7,6 +7,7 @@ expectations of the target the substrate just described, never settings resolved
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from .evidence import EvidenceLog
 from .lifecycle import Outcome, ReconcileError, Reconciler
 from .settings import Resolved, SubstrateOptions
 from .state import Workdir, WorkerRevisionFile
-from .target import TargetSpec, load_target
+from .target import TargetSpec
 
 
 class DeployError(RuntimeError):
@@ -49,7 +50,7 @@ def up(
     target_doc = substrate.up()
     target_path = Path(target_doc.get("path") or workdir.root / "target.yaml")
     workdir.record_deployment({"substrate": substrate_name, "target": str(target_path), "up_at": time.time()})
-    spec = load_target(target_path)
+    spec = dataclasses.replace(substrate.target_spec(), path=target_path)  # the objects, not the file read back
     outcome = reconcile(spec, substrate.pool(), say, evidence)
     say(f"up: cohort at {outcome.revision} ({outcome.path})")
     return Deployed(substrate_name, target_path, spec)

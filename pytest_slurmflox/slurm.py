@@ -119,6 +119,10 @@ class JobState:
         return self.state in TERMINAL_STATES
 
 
+#: squeue output: id|state|reason|nodes (an argument, so the shell never sees the pipes).
+JOB_FORMAT = "%i|%T|%r|%N"
+
+
 @dataclass
 class SlurmClient:
     """Slurm as seen from a login endpoint. ``admin`` (root) is used only for state-changing operations."""
@@ -198,7 +202,7 @@ class SlurmClient:
         ids = sorted(set(job_ids))
         if not ids:
             return {}
-        res = self.user.run("squeue -h -t all -o %i|%T|%r|%N -j", ",".join(ids), timeout=30)
+        res = self.user.run("squeue -h -t all -o", JOB_FORMAT, "-j", ",".join(ids), timeout=30)
         if not res.ok and "Invalid job id" not in res.stderr:
             raise SlurmError("squeue failed:\n" + res.describe())
         states: dict[str, JobState] = {}
@@ -243,7 +247,7 @@ class SlurmClient:
         return seen
 
     def array_tasks(self, job_id: str) -> dict[str, JobState]:
-        res = self.user.run("squeue -h -t all -r -o %i|%T|%r|%N -j", job_id, timeout=30)
+        res = self.user.run("squeue -h -t all -r -o", JOB_FORMAT, "-j", job_id, timeout=30)
         out = {}
         for line in res.stdout.splitlines():
             parts = line.split("|")

@@ -58,3 +58,24 @@ def test_the_namespace_runner_is_the_local_runner_with_a_prefix():
     assert "--reuid=slurmtest" in prefix and "USER=slurmtest" in prefix
     root = NamespaceRunner(node="login", pid_of=lambda: 4242).argv_prefix()
     assert not any(part.startswith("--reuid") for part in root)
+
+
+def test_slurm_client_arguments_reach_the_command_as_single_words(tmp_path: Path, monkeypatch):
+    """Format strings with shell syntax (``%i|%T``) and hostile reasons arrive as single argv words: a stand-in
+    ``squeue``/``scontrol`` on PATH records its argv, one word per line."""
+    from pytest_slurmflox.slurm import JOB_FORMAT, SlurmClient
+
+    log = tmp_path / "argv"
+    for tool in ("squeue", "scontrol"):
+        script = tmp_path / tool
+        script.write_text(f'#!/bin/bash\nprintf "%s\\n" "$0" "$@" >> {log}\necho "5|COMPLETED|None|worker1"\n')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    runner = LocalRunner()
+    client = SlurmClient(user=runner, admin=runner)
+    assert client.jobs(["5"])["5"].state == "COMPLETED"
+    client.drain(["worker1"], reason="maintenance; $(touch x) `id`")
+    words = log.read_text().splitlines()
+    assert words[:7] == [str(tmp_path / "squeue"), "-h", "-t", "all", "-o", JOB_FORMAT, "-j"]
+    assert "reason=maintenance; $(touch x) `id`" in words
+    assert not (tmp_path / "x").exists()

@@ -12,6 +12,7 @@ from typing import Protocol
 from ..pool import WorkerPool
 from ..settings import Settings, SubstrateOptions
 from ..state import Workdir
+from ..target import TargetSpec
 
 Progress = Callable[[str], None]
 
@@ -38,6 +39,10 @@ class Substrate(Protocol):
 
     def pool(self) -> WorkerPool:
         """The owner of the worker cohort."""
+
+    def target_spec(self) -> TargetSpec:
+        """The target this deployment is, built from the settings object the substrate was given (what ``up``
+        serializes into ``target.yaml``): the controller hands its expectations on without parsing a file."""
 
 
 def make_substrate(

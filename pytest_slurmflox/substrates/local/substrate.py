@@ -544,10 +544,14 @@ class LocalSubstrate:
 
     # ================================================================================== target
     def target(self) -> dict:
+        return target_document(self.target_spec())
+
+    def target_spec(self) -> TargetSpec:
+        """What this deployment is, as the suites see it: built from the settings object it was given."""
         s = self.settings
         img = self.ensure_image()
         login = Endpoint("127.0.0.1", s.login_ssh_port, s.test_user, self.workdir.ssh_key, self.workdir.known_hosts)
-        spec = TargetSpec(
+        return TargetSpec(
             path=None,
             name="local",
             substrate="local",
@@ -562,7 +566,6 @@ class LocalSubstrate:
             slurm_version=img.slurm_version.split("-")[0],
             deployed=s,
         )
-        return target_document(spec)
 
     # ================================================================================== other verbs
     def status(self) -> str:

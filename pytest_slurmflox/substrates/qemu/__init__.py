@@ -24,6 +24,7 @@ from ...pool import WorkerPool
 from ...run import Result
 from ...settings import Settings
 from ...state import Workdir, atomic_write
+from ...target import TargetSpec
 from .. import Progress, SubstrateUnavailable
 from . import fabric, seed
 from .guest import Guest
@@ -324,6 +325,11 @@ class QemuSubstrate:
         from .addons import sinfo_command
 
         return self.ssh(1, sinfo_command(self.settings))
+
+    def target_spec(self) -> TargetSpec:
+        from .provision import target_spec
+
+        return target_spec(self)
 
     def pool(self) -> WorkerPool:
         from ...kube import KubeClient

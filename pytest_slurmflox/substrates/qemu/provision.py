@@ -95,11 +95,16 @@ def kubeconfig_for_host(admin_conf: str, api_port: int) -> str:
 
 def target_document(sub: QemuSubstrate) -> dict:
     """The target file of this deployment, through the one serializer (:func:`...target.target_document`)."""
+    return serialize_target(target_spec(sub))
+
+
+def target_spec(sub: QemuSubstrate) -> TargetSpec:
+    """What this deployment is, as the suites see it: built from the settings object it was given."""
     s = sub.settings
     login = Endpoint(
         "127.0.0.1", s.login_ssh_port, s.test_user if s.test_identity else "root", sub.workdir.ssh_key, None
     )
-    spec = TargetSpec(
+    return TargetSpec(
         path=None,
         name=f"qemu ({sub.workdir.root})",
         substrate="qemu",
@@ -114,7 +119,6 @@ def target_document(sub: QemuSubstrate) -> dict:
         expect=Expectations(s, runtime_revision(s), s.worker_image, s.compute_replicas),
         deployed=s,
     )
-    return serialize_target(spec)
 
 
 def provision_cluster(sub: QemuSubstrate) -> dict:
