@@ -46,7 +46,8 @@ def up(
 
     WorkerRevisionFile(workdir.worker_revision_env).record(resolved.explicit_worker)
     say(f"up: substrate {substrate_name}, work dir {workdir.root}")
-    substrate = make_substrate(substrate_name, resolved.settings, workdir, say, options)
+    explicit = frozenset(resolved.explicit_worker)
+    substrate = make_substrate(substrate_name, resolved.settings, workdir, say, options, explicit)
     target_doc = substrate.up()
     target_path = Path(target_doc.get("path") or workdir.root / "target.yaml")
     workdir.record_deployment({"substrate": substrate_name, "target": str(target_path), "up_at": time.time()})

@@ -33,17 +33,23 @@ class VerbContext:
         return make_substrate(self.substrate_name, self.settings, self.workdir, self.say, self.options)
 
 
-def status(ctx: VerbContext) -> int:
+def _recorded(ctx: VerbContext) -> bool:
+    """Whether a deployment is recorded in the work dir (saying so when none is)."""
     if ctx.workdir.read_deployment() is None:
         ctx.say(f"no deployment is recorded in {ctx.workdir.root}")
+        return False
+    return True
+
+
+def status(ctx: VerbContext) -> int:
+    if not _recorded(ctx):
         return pytest.ExitCode.OK
     print(ctx.substrate().status(), flush=True)  # type: ignore[attr-defined]
     return pytest.ExitCode.OK
 
 
 def down(ctx: VerbContext) -> int:
-    if ctx.workdir.read_deployment() is None:
-        ctx.say(f"no deployment is recorded in {ctx.workdir.root}")
+    if not _recorded(ctx):
         return pytest.ExitCode.USAGE_ERROR
     ctx.substrate().down()  # type: ignore[attr-defined]
     ctx.say("down: stopped; state kept")
@@ -51,8 +57,7 @@ def down(ctx: VerbContext) -> int:
 
 
 def destroy(ctx: VerbContext) -> int:
-    if ctx.workdir.read_deployment() is None:
-        ctx.say(f"no deployment is recorded in {ctx.workdir.root}")
+    if not _recorded(ctx):
         return pytest.ExitCode.USAGE_ERROR
     ctx.substrate().destroy()  # type: ignore[attr-defined]
     ctx.workdir.forget_deployment()

@@ -46,10 +46,16 @@ class Substrate(Protocol):
 
 
 def make_substrate(
-    name: str, settings: Settings, workdir: Workdir, progress: Progress, options: SubstrateOptions | None = None
+    name: str,
+    settings: Settings,
+    workdir: Workdir,
+    progress: Progress,
+    options: SubstrateOptions | None = None,
+    explicit: frozenset[str] = frozenset(),
 ) -> Substrate:
     """The substrate named ``name``; imported lazily so a customer target never loads substrate code.
-    ``options`` are the host's substrate knobs from the option table (image, accelerator, isolation)."""
+    ``options`` are the host's substrate knobs from the option table (image, accelerator, isolation, cache);
+    ``explicit`` the worker keys the user gave explicitly (from the one resolution of settings)."""
     options = options or SubstrateOptions()
     if name == "local":
         from .local import LocalSubstrate
@@ -65,5 +71,6 @@ def make_substrate(
             image=options.qemu_image,
             accel=options.qemu_accel,
             restrict=options.qemu_restrict,
+            explicit=explicit,
         )
     raise SubstrateUnavailable(f"unknown substrate {name!r} (choose local or qemu)")
