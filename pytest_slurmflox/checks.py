@@ -49,7 +49,7 @@ def worker_template_problems(
         problems.append(f"annotation {MODE_ANNOTATION} is {annotations.get(MODE_ANNOTATION)!r}, not {activate_mode!r}")
     if annotations.get(REVISION_ANNOTATION) != revision:
         problems.append(f"annotation {REVISION_ANNOTATION} is {annotations.get(REVISION_ANNOTATION)!r}, not {revision}")
-    skipped = [s.strip() for s in str(annotations.get(SKIP_ANNOTATION, "")).split(",") if s.strip()]
+    skipped = [name.strip() for name in str(annotations.get(SKIP_ANNOTATION, "")).split(",") if name.strip()]
     for name in PROTECTED:
         if name in skipped:
             problems.append(f"{name} is in {SKIP_ANNOTATION}: it would skip Flox preparation")

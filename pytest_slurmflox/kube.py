@@ -10,11 +10,12 @@ returns a :class:`~pytest_slurmflox.run.Result` like every other runner.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .run import Observer, Result
+from .run import Observer, Result, command_line, finish, with_env
 
 SLINKY_GROUP = "slinky.slurm.net"
 SLINKY_VERSION = "v1beta1"
@@ -73,12 +74,18 @@ class KubeClient:
             return False
 
     # ------------------------------------------------------------------------------------ core reads
+    def server_version(self) -> str:
+        """The API server's version (``git_version``, e.g. ``v1.36.3``)."""
+        from kubernetes import client
+
+        return str(client.VersionApi(self.core.api_client).get_code().git_version)
+
     def nodes(self) -> list[dict]:
         return _plain(self.core.list_node().items)
 
     def pods(self, label_selector: str | None = None) -> list[dict]:
         """Pods in this client's namespace, optionally filtered by a label selector (``a=b,c``)."""
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         return _plain(self.core.list_namespaced_pod(self.namespace, **kwargs).items)
 
     def pods_all_namespaces(self) -> list[dict]:
@@ -100,7 +107,7 @@ class KubeClient:
 
     # ------------------------------------------------------------------------------------ Slinky CRs
     def _custom_list(self, plural: str) -> list[dict]:
-        doc = self.custom.list_namespaced_custom_object(SLINKY_GROUP, SLINKY_VERSION, self.namespace, plural)
+        doc: Any = self.custom.list_namespaced_custom_object(SLINKY_GROUP, SLINKY_VERSION, self.namespace, plural)
         return list(doc.get("items", []))
 
     def nodesets(self) -> list[dict]:
@@ -111,9 +118,10 @@ class KubeClient:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self.custom.get_namespaced_custom_object(
+            found: dict | None = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
                 SLINKY_GROUP, SLINKY_VERSION, self.namespace, "nodesets", name
             )
+            return found
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -143,21 +151,24 @@ class PodRunner:
         if not self.where:
             self.where = f"pod/{self.pod}:{self.container}"
 
-    def run(self, command: str, *, input: str | None = None, timeout: float = 120.0, env: dict | None = None) -> Result:
-        import shlex
-
+    def run(
+        self,
+        command: str,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> Result:
         from kubernetes.stream import stream
 
-        line = command
-        if env:
-            line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        line = command_line(command, args)
         t0 = time.monotonic()
         resp = stream(
             self.kube.core.connect_get_namespaced_pod_exec,
             self.pod,
             self.kube.namespace,
             container=self.container,
-            command=["bash", "-c", line],
+            command=["bash", "-c", with_env(line, env)],
             stdin=input is not None,
             stdout=True,
             stderr=True,
@@ -182,10 +193,7 @@ class PodRunner:
         rc = 124 if timed_out else _exit_code(resp)
         if timed_out:
             err.append(f"\n[timed out after {timeout}s]")
-        result = Result(command, self.where, self.user, rc, "".join(out), "".join(err), time.monotonic() - t0)
-        if self.observer is not None:
-            self.observer(result)
-        return result
+        return finish(self.observer, line, self.where, self.user, rc, "".join(out), "".join(err), t0)
 
 
 def _exit_code(resp: Any) -> int:

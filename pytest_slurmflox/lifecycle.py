@@ -9,18 +9,15 @@ Decision (made only on evidence; unknown controller or partition state is an err
     desired revision unchanged, partition DOWN  -> recovery: an earlier maintenance cycle did not finish
     desired revision changed                    -> the maintenance barrier
 
-The barrier's steps run in this order (names are what progress lines and the chaos hook use). Once it has begun,
+The barrier's steps run in this order (names are what progress lines and ``on_step`` see). Once it has begun,
 any failure leaves the partition DOWN and names the step; a later run with the same desired revision finds the
 partition DOWN and completes the cycle (recovery), so an interruption can never reopen an unvalidated cohort.
-
-A test hook, ``SLURMFLOX_CHAOS_KILL_AT=<step>``, makes the process SIGKILL itself as that step begins: the chaos
-tests use it to prove that every interruption point recovers.
+The chaos tests interrupt it from outside (they watch the progress lines and SIGKILL the process); production
+code carries no hook that kills itself.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +41,6 @@ STEPS = (
     "verify-usable",
     "reopen",
 )
-CHAOS_ENV = "SLURMFLOX_CHAOS_KILL_AT"
 #: Node state flags that mean "the controller's record of this node is not usable as it stands".
 STALE_FLAGS = frozenset({"INVALID_REG", "INVALID"})
 
@@ -100,9 +96,7 @@ class Reconciler:
             raise ReconcileError("controller", f"partition {partition.name} reports unknown state {state!r}")
         outcome = Outcome(path, wanted)
         for number, step in enumerate(STEPS, 1):
-            if os.environ.get(CHAOS_ENV) == step:
-                self.say(f"reconcile: chaos hook: killing this process at step {step}")
-                os.kill(os.getpid(), signal.SIGKILL)
+            self.say(f"reconcile: step {step} begins")
             started = time.monotonic()
             try:
                 getattr(self, "_" + step.replace("-", "_"))(settings, wanted, outcome)
@@ -142,13 +136,8 @@ class Reconciler:
         self.slurm.drain(names, reason=f"slurmflox maintenance to {wanted[:19]}")
 
     def _wait_running(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
-        part = self.slurm.partition
-
         def running() -> str | None:
-            res = self.slurm.user.run(f"squeue -h -p {part} -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -o %i")
-            if not res.ok:
-                raise SlurmError(res.describe())
-            jobs = res.stdout.split()
+            jobs = self.slurm.active_jobs()
             return f"jobs still running: {' '.join(jobs)}" if jobs else None
 
         self._wait("wait-running", running)
@@ -235,13 +224,13 @@ class Reconciler:
             nodes = {n.name: n for n in self.slurm.nodes()}
             bad = []
             for name in sorted(expected):
-                node = nodes.get(name)
-                if node is None:
+                record = nodes.get(name)
+                if record is None:
                     bad.append(f"{name}: not registered")
-                elif node.flags & STALE_FLAGS or "NOT_RESPONDING" in node.flags or "*" in node.state:
-                    bad.append(f"{name}: {node.state}")
-                elif node.cpus != settings.worker_cpus or node.real_memory != settings.worker_mem_mb:
-                    bad.append(f"{name}: CPUs={node.cpus} RealMemory={node.real_memory}")
+                elif record.flags & STALE_FLAGS or "NOT_RESPONDING" in record.flags or "*" in record.state:
+                    bad.append(f"{name}: {record.state}")
+                elif record.cpus != settings.worker_cpus or record.real_memory != settings.worker_mem_mb:
+                    bad.append(f"{name}: CPUs={record.cpus} RealMemory={record.real_memory}")
             return "; ".join(bad) or None
 
         self._wait("wait-registered", registered)
@@ -260,9 +249,10 @@ class Reconciler:
 
         self._wait("verify-usable", usable)
         if self.login is not None:
-            res = self.login.run(f"sinfo -h -p {self.slurm.partition} -o %D")
-            if not res.ok:
-                raise ReconcileError("verify-usable", "the login endpoint cannot reach Slurm:\n" + res.describe())
+            try:
+                SlurmClient(user=self.login, partition=self.slurm.partition).partition_nodes()
+            except SlurmError as exc:
+                raise ReconcileError("verify-usable", f"the login endpoint cannot reach Slurm: {exc}") from None
 
     def _reopen(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
         self.slurm.set_partition("UP")

@@ -12,10 +12,10 @@ import shlex
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Observer = Callable[["Result"], None]
 
@@ -61,7 +61,8 @@ class CommandFailed(RuntimeError):
 
 @runtime_checkable
 class Runner(Protocol):
-    """Runs a shell command line (interpreted by ``bash -c`` on the far side)."""
+    """Runs a shell command line (interpreted by ``bash -c`` on the far side). Extra ``args`` are appended to
+    ``command`` shell-quoted, so a value never becomes shell syntax: ``run("id -u", user)``."""
 
     where: str
     user: str
@@ -69,16 +70,34 @@ class Runner(Protocol):
     def run(
         self,
         command: str,
-        *,
+        *args: str,
         input: str | None = None,
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result: ...
 
 
+class RunnerUnavailable(RuntimeError):
+    """The place a runner runs in does not exist right now (e.g. a stopped node); the result is exit 255."""
+
+
+def command_line(command: str, args: Sequence[str] = ()) -> str:
+    """``command`` followed by each of ``args`` shell-quoted: what every runner records and runs."""
+    return " ".join([command, *(shlex.quote(str(arg)) for arg in args)])
+
+
+def with_env(line: str, env: Mapping[str, str] | None) -> str:
+    """``line`` preceded by ``export K=V;`` for each variable (values quoted): the one env prefix of every runner,
+    so the far side's shell sees the same variables however the command got there."""
+    if not env:
+        return line
+    return " ".join(f"export {key}={shlex.quote(value)};" for key, value in env.items()) + " " + line
+
+
 def finish(
     observer: Observer | None, command: str, where: str, user: str, rc: int, out: str, err: str, t0: float
 ) -> Result:
+    """The one way a runner turns an outcome into a :class:`Result` and hands it to the observer."""
     result = Result(command, where, user, rc, out, err, time.monotonic() - t0, started=time.time())
     if observer is not None:
         observer(result)
@@ -87,7 +106,7 @@ def finish(
 
 @dataclass
 class LocalRunner:
-    """Commands on this host, via ``bash -c``. ``prefix`` wraps them (e.g. ``nsenter ...`` for a node)."""
+    """Commands on this host, via ``bash -c``. :meth:`argv_prefix` wraps them (a subclass enters a node)."""
 
     where: str = field(default_factory=socket.gethostname)
     user: str = field(default_factory=lambda: _whoami())
@@ -95,19 +114,26 @@ class LocalRunner:
     observer: Observer | None = None
     cwd: Path | None = None
 
+    def argv_prefix(self) -> list[str]:
+        """What runs ``bash -c``; raises :class:`RunnerUnavailable` when there is nowhere to run."""
+        return list(self.prefix)
+
     def run(
         self,
         command: str,
-        *,
+        *args: str,
         input: str | None = None,
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result:
-        argv = [*self.prefix, "bash", "-c", command]
-        full_env = None if env is None else {**os.environ, **env}
+        line = command_line(command, args)
         t0 = time.monotonic()
-        rc, out, err = run_process(argv, input=input, timeout=timeout, env=full_env, cwd=self.cwd)
-        return finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+        try:
+            argv = [*self.argv_prefix(), "bash", "-c", with_env(line, env)]
+        except RunnerUnavailable as exc:
+            return finish(self.observer, line, self.where, self.user, 255, "", str(exc), t0)
+        rc, out, err = run_process(argv, input=input, timeout=timeout, cwd=self.cwd)
+        return finish(self.observer, line, self.where, self.user, rc, out, err, t0)
 
 
 def run_process(
@@ -164,7 +190,7 @@ class SSHRunner:
     observer: Observer | None = None
     where: str = ""
     connect_timeout: float = 15.0
-    _client: object | None = field(default=None, init=False, repr=False)
+    _client: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.where:
@@ -204,19 +230,17 @@ class SSHRunner:
     def run(
         self,
         command: str,
-        *,
+        *args: str,
         input: str | None = None,
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result:
         client = self._connect()
-        line = command
-        if env:
-            line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        line = command_line(command, args)
         t0 = time.monotonic()
         channel = client.get_transport().open_session(timeout=self.connect_timeout)
         channel.settimeout(timeout)
-        channel.exec_command("bash -c " + shlex.quote(line))
+        channel.exec_command("bash -c " + shlex.quote(with_env(line, env)))
         if input is not None:
             channel.sendall(input.encode())
         channel.shutdown_write()
@@ -238,7 +262,7 @@ class SSHRunner:
         channel.close()
         return finish(
             self.observer,
-            command,
+            line,
             self.where,
             self.user,
             rc,

@@ -18,6 +18,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from .state import Workdir
 
 REDACTED = "[REDACTED]"
 #: Shorter values are not treated as secrets (they would redact ordinary words).
@@ -193,6 +196,45 @@ class Redactor:
         return text
 
 
+#: File names that hold credentials wherever they appear in a work dir (the local substrate keeps its Slurm auth
+#: key and the login node's host key under local/, the QEMU substrate kubeadm's keys under k8s/).
+_SECRET_NAME = re.compile(r"(.*\.key|id_[^.]+|ssh_host_.*_key|kubeconfig|admin\.conf|.*\.pem)")
+_SECRET_MAX = 1 << 20
+
+
+def _secret_named(path: Path) -> bool:
+    return bool(_SECRET_NAME.fullmatch(path.name)) and not path.name.endswith(".pub")
+
+
+def secret_files(workdir: Workdir | None, spec: Any = None) -> list[Path]:
+    """The credential files of a deployment / target: what the redactor learns and the scan looks for.
+
+    The work dir's well-known secrets (munge key, SSH key, kubeconfig), every credential-named file below it
+    (``*.key``, ``id_*``, ``ssh_host_*_key``, ``kubeconfig``, ``*.pem``), and the target file's key and kubeconfig.
+    """
+    paths: list[Path] = []
+    roots = {w for w in (workdir, Workdir(spec.workdir) if spec is not None and spec.workdir else None) if w}
+    for wd in sorted(roots, key=lambda w: str(w.root)):
+        paths += [wd.munge_key, wd.ssh_key, wd.kubeconfig]
+        if wd.root.is_dir():
+            paths += sorted(p for p in wd.root.rglob("*") if _secret_named(p))
+    if spec is not None:
+        paths.append(spec.login.key)
+        if spec.admin is not None:
+            paths.append(spec.admin.key)
+        if spec.kubernetes is not None and spec.kubernetes.kubeconfig is not None:
+            paths.append(spec.kubernetes.kubeconfig)
+    seen: list[Path] = []
+    for p in paths:
+        try:
+            small = p.is_file() and not p.is_symlink() and p.stat().st_size <= _SECRET_MAX
+        except OSError:
+            small = False
+        if small and p not in seen:
+            seen.append(p)
+    return seen
+
+
 __all__ = [
     "REDACTED",
     "Leak",
@@ -201,5 +243,6 @@ __all__ = [
     "base64_forms",
     "forms_of",
     "scan_for_secrets",
+    "secret_files",
     "secret_needles",
 ]

@@ -24,140 +24,40 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .parsers import (
+    FLOX_ENV_PATTERN,
+    IMAGE_PATTERN,
+    PROTECTED_CONTAINERS,
+    SIZE_PATTERN,
+    USER_PATTERN,
+    SettingsError,
+    boolean,
+    choice,
+    cidr,
+    env_exports,
+    home_path,
+    matching,
+    one_line,
+    path,
+    skip_containers,
+    whole,
+)
+
+__all__ = ["PROTECTED_CONTAINERS", "Resolved", "Settings", "SettingsError", "SubstrateOptions", "resolve"]
+
 #: Version of the task-profile format written by provision/task-profile-init.sh. It takes part in the
 #: runtime revision: a worker with another profile schema is another compatibility cohort.
 TASK_PROFILE_SCHEMA = "slurmflox-task-profile/1"
-
-#: Containers that define the worker runtime and therefore may never skip Flox preparation.
-PROTECTED_CONTAINERS = ("slurmd", "flox-task-profile-init")
 
 DEFAULT_WORKER_IMAGE = (
     "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
     "@sha256:f06ab7b1ce18b3d59c54c8c6f6b03698a28973d4d8fb30985bd0dfd673bd6dd9"
 )
-
-
-class SettingsError(ValueError):
-    """A setting was refused. The message names the key, the offending value and the rule."""
-
-    def __init__(self, key: str, value: object, rule: str) -> None:
-        self.key, self.value, self.rule = key, value, rule
-        super().__init__(f"{key}={value!r} is refused: {rule}")
-
-
-# --------------------------------------------------------------------------------------------- parsers
-# A parser turns the raw string from any source into the typed value, or raises SettingsError.
-
-_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_FLOX_ENV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
-_IMAGE = re.compile(
-    r"(?P<repo>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+"
-    r"|[a-z0-9]+(?:[._-][a-z0-9]+)*)"
-    r":(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})@sha256:(?P<digest>[0-9a-f]{64})\Z"
-)
-_SIZE = re.compile(r"[1-9][0-9]*[KMGT]?\Z")
-_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
-
-
-def _int(lo: int, hi: int) -> Callable[[str, str], int]:
-    def parse(key: str, raw: str) -> int:
-        text = raw
-        if not re.fullmatch(r"[0-9]+", text):
-            raise SettingsError(key, raw, f"must be a whole number between {lo} and {hi}")
-        value = int(text)
-        if not lo <= value <= hi:
-            raise SettingsError(key, raw, f"must be between {lo} and {hi}")
-        return value
-
-    return parse
-
-
-def _bool(key: str, raw: str) -> bool:
-    text = raw.strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(key, raw, "must be 1 or 0")
-
-
-def _choice(*choices: str) -> Callable[[str, str], str]:
-    def parse(key: str, raw: str) -> str:
-        if raw not in choices:
-            raise SettingsError(key, raw, f"must be one of {', '.join(choices)}")
-        return raw
-
-    return parse
-
-
-def _text(pattern: re.Pattern[str], rule: str) -> Callable[[str, str], str]:
-    def parse(key: str, raw: str) -> str:
-        if not pattern.match(raw):
-            raise SettingsError(key, raw, rule)
-        return raw
-
-    return parse
-
-
-def _path(key: str, raw: str) -> Path:
-    if not raw or "\n" in raw or "\0" in raw:
-        raise SettingsError(key, raw, "must be a non-empty path")
-    return Path(raw).expanduser()
-
-
-def _cidr(key: str, raw: str) -> str:
-    try:
-        return str(ipaddress.ip_network(raw, strict=True))
-    except ValueError as exc:
-        raise SettingsError(key, raw, f"must be an IPv4/IPv6 network in CIDR form ({exc})") from None
-
-
-def _list_items(raw: str) -> list[str]:
-    return [item for item in re.split(r"[,\s]+", raw.strip()) if item]
-
-
-def _skip_containers(key: str, raw: str) -> tuple[str, ...]:
-    items = _list_items(raw)
-    for item in items:
-        if item in PROTECTED_CONTAINERS:
-            raise SettingsError(key, raw, f"{item!r} defines the worker runtime and may never skip Flox preparation")
-        if not _DNS_LABEL.match(item):
-            raise SettingsError(key, raw, f"{item!r} is not a Kubernetes container name")
-    return tuple(dict.fromkeys(items))
-
-
-def _env_exports(key: str, raw: str) -> tuple[str, ...]:
-    items = _list_items(raw)
-    for item in items:
-        if not _SHELL_NAME.match(item):
-            raise SettingsError(key, raw, f"{item!r} is not an ordinary shell variable name")
-        if item == "PATH" or item.startswith(("SLURM_", "BASH_FUNC_")) or item in ("LD_PRELOAD", "IFS"):
-            raise SettingsError(key, raw, f"{item!r} is managed by Slurm or the PATH policy and cannot be allow-listed")
-    return tuple(dict.fromkeys(items))
-
-
-def _home_path(key: str, raw: str) -> str:
-    if raw == "":
-        return ""
-    if not raw.startswith("/") or not re.fullmatch(r"/[A-Za-z0-9_./-]*", raw) or "/../" in raw + "/":
-        raise SettingsError(key, raw, "must be empty (no shared home) or an absolute path")
-    return raw.rstrip("/") or "/"
-
-
-def _string(key: str, raw: str) -> str:
-    if "\n" in raw or "\0" in raw:
-        raise SettingsError(key, raw, "must be a single line")
-    return raw
-
-
-_SUBSTRATE = ("local", "qemu", "existing")
 
 
 # --------------------------------------------------------------------------------------------- keys
@@ -181,87 +81,87 @@ class Settings:
     """Resolved, validated settings. Build with :func:`resolve`; field names are the keys in lower case."""
 
     # substrate
-    workdir: Path = _key("operator", _path, "deployment work dir (state, keys, caches)")
-    nodes: int = _key("3", _int(1, 9), "VM count: node1 is infrastructure, nodes 2..NODES are native workers")
-    vcpus: int = _key("8", _int(1, 256), "vCPUs per VM")
-    mem: int = _key("8192", _int(1024, 1048576), "MiB of RAM per VM")
-    disk_size: str = _key("40G", _text(_SIZE, "must be a size like 40G"), "VM overlay disk size")
-    shared_home: bool = _key("1", _bool, "export /home from node1 over NFS to the other nodes")
-    ssh_port_base: int = _key("2240", _int(1024, 65525), "VM N is reachable on 127.0.0.1:SSH_PORT_BASE+N")
-    k8s_api_port: int = _key("6444", _int(1024, 65535), "host port forwarded to the Kubernetes API")
-    pod_cidr: str = _key("10.244.0.0/16", _cidr, "Kubernetes pod network")
-    svc_cidr: str = _key("10.96.0.0/12", _cidr, "Kubernetes service network")
+    workdir: Path = _key("operator", path, "deployment work dir (state, keys, caches)")
+    nodes: int = _key("3", whole(1, 9), "VM count: node1 is infrastructure, nodes 2..NODES are native workers")
+    vcpus: int = _key("8", whole(1, 256), "vCPUs per VM")
+    mem: int = _key("8192", whole(1024, 1048576), "MiB of RAM per VM")
+    disk_size: str = _key("40G", matching(SIZE_PATTERN, "must be a size like 40G"), "VM overlay disk size")
+    shared_home: bool = _key("1", boolean, "export /home from node1 over NFS to the other nodes")
+    ssh_port_base: int = _key("2240", whole(1024, 65525), "VM N is reachable on 127.0.0.1:SSH_PORT_BASE+N")
+    k8s_api_port: int = _key("6444", whole(1024, 65535), "host port forwarded to the Kubernetes API")
+    pod_cidr: str = _key("10.244.0.0/16", cidr, "Kubernetes pod network")
+    svc_cidr: str = _key("10.96.0.0/12", cidr, "Kubernetes service network")
     local_suite: str = _key(
-        "trixie", _choice("trixie", "bookworm", "sid"), "Debian suite of the local substrate's node image"
+        "trixie", choice("trixie", "bookworm", "sid"), "Debian suite of the local substrate's node image"
     )
     # software pins
-    kubernetes_version: str = _key("1.36.3", _string, "Kubernetes (kubeadm, kubelet, kubectl)")
-    flannel_version: str = _key("v0.28.9", _string, "flannel CNI")
-    flox_version: str = _key("1.15.0", _string, "Flox RPM on the Kubernetes nodes")
+    kubernetes_version: str = _key("1.36.3", one_line, "Kubernetes (kubeadm, kubelet, kubectl)")
+    flannel_version: str = _key("v0.28.9", one_line, "flannel CNI")
+    flox_version: str = _key("1.15.0", one_line, "Flox RPM on the Kubernetes nodes")
     flox_shim_installer: str = _key(
-        "flox/containerd-shim-flox-installer", _string, "Flox containerd shim installer image"
+        "flox/containerd-shim-flox-installer", one_line, "Flox containerd shim installer image"
     )
-    slinky_version: str = _key("1.2.2", _string, "Slinky slurm-operator and slurm charts")
-    cert_manager_version: str = _key("v1.19.2", _string, "cert-manager")
-    local_path_version: str = _key("v0.0.31", _string, "local-path-provisioner")
-    expected_slurm: str = _key("26.05.4", _string, "Slurm version the target is expected to run")
-    base_image: str = _key("AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", _string, "VM base cloud image")
+    slinky_version: str = _key("1.2.2", one_line, "Slinky slurm-operator and slurm charts")
+    cert_manager_version: str = _key("v1.19.2", one_line, "cert-manager")
+    local_path_version: str = _key("v0.0.31", one_line, "local-path-provisioner")
+    expected_slurm: str = _key("26.05.4", one_line, "Slurm version the target is expected to run")
+    base_image: str = _key("AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", one_line, "VM base cloud image")
     # worker runtime (COMPUTE_REPLICAS is not part of the runtime revision)
-    compute_replicas: int = _key("2", _int(1, 64), "slurmd worker pods (local: worker nodes)")
+    compute_replicas: int = _key("2", whole(1, 64), "slurmd worker pods (local: worker nodes)")
     worker_flox_env: str = _key(
         "flox/echoip",
-        _text(_FLOX_ENV, "must be a Flox environment owner/name"),
+        matching(FLOX_ENV_PATTERN, "must be a Flox environment owner/name"),
         "worker Flox environment",
         worker=True,
     )
     worker_flox_generation: int = _key(
-        "2", _int(1, 10**9), "pinned generation of WORKER_FLOX_ENV (a positive integer)", worker=True
+        "2", whole(1, 10**9), "pinned generation of WORKER_FLOX_ENV (a positive integer)", worker=True
     )
-    worker_flox_activate_mode: str = _key("run", _choice("run", "dev"), "Flox activation mode", worker=True)
+    worker_flox_activate_mode: str = _key("run", choice("run", "dev"), "Flox activation mode", worker=True)
     worker_flox_skip_containers: tuple[str, ...] = _key(
         "logfile",
-        _skip_containers,
+        skip_containers,
         "containers left on the stock runtime (comma-separated)",
         worker=True,
         empty_ok=True,
     )
     worker_env_exports: tuple[str, ...] = _key(
         "",
-        _env_exports,
+        env_exports,
         "activation-derived variables allowed into tasks (comma-separated)",
         worker=True,
         empty_ok=True,
     )
     worker_path_precedence: str = _key(
         "prepend",
-        _choice("prepend", "append"),
+        choice("prepend", "append"),
         "Flox PATH entries before (prepend) or after the task's",
         worker=True,
     )
-    worker_cpus: int = _key("6", _int(1, 1024), "CPUs each worker declares to Slurm", worker=True)
-    worker_mem_mb: int = _key("6144", _int(64, 4194304), "MiB each worker declares to Slurm", worker=True)
+    worker_cpus: int = _key("6", whole(1, 1024), "CPUs each worker declares to Slurm", worker=True)
+    worker_mem_mb: int = _key("6144", whole(64, 4194304), "MiB each worker declares to Slurm", worker=True)
     worker_home_path: str = _key(
-        "/home", _home_path, "shared home mounted into the workers (empty: none)", worker=True, empty_ok=True
+        "/home", home_path, "shared home mounted into the workers (empty: none)", worker=True, empty_ok=True
     )
     worker_image: str = _key(
         DEFAULT_WORKER_IMAGE,
-        _text(_IMAGE, "must be an immutable reference repository:tag@sha256:<64 hex digits>"),
+        matching(IMAGE_PATTERN, "must be an immutable reference repository:tag@sha256:<64 hex digits>"),
         "immutable slurmd worker image",
         worker=True,
     )
     # login endpoint
-    login: bool = _key("1", _bool, "deploy the user-facing login endpoint")
-    login_nodeport: int = _key("32222", _int(30000, 32767), "Kubernetes NodePort of the login service")
-    login_ssh_port: int = _key("2222", _int(1024, 65535), "host port of the login endpoint's SSH")
+    login: bool = _key("1", boolean, "deploy the user-facing login endpoint")
+    login_nodeport: int = _key("32222", whole(30000, 32767), "Kubernetes NodePort of the login service")
+    login_ssh_port: int = _key("2222", whole(1024, 65535), "host port of the login endpoint's SSH")
     # test identity
-    test_identity: bool = _key("1", _bool, "create the unprivileged acceptance identity on the login endpoint")
-    test_user: str = _key("slurmtest", _text(_USER, "must be a lower-case POSIX user name"), "test user")
-    test_uid: int = _key("4001", _int(1000, 60000), "test user's uid")
-    test_gid: int = _key("4001", _int(1000, 60000), "test user's primary gid")
+    test_identity: bool = _key("1", boolean, "create the unprivileged acceptance identity on the login endpoint")
+    test_user: str = _key("slurmtest", matching(USER_PATTERN, "must be a lower-case POSIX user name"), "test user")
+    test_uid: int = _key("4001", whole(1000, 60000), "test user's uid")
+    test_gid: int = _key("4001", whole(1000, 60000), "test user's primary gid")
     test_supp_group: str = _key(
-        "sharedgrp", _text(_USER, "must be a lower-case POSIX group name"), "test user's supplementary group"
+        "sharedgrp", matching(USER_PATTERN, "must be a lower-case POSIX group name"), "test user's supplementary group"
     )
-    test_supp_gid: int = _key("4002", _int(1000, 60000), "gid of the supplementary group")
+    test_supp_gid: int = _key("4002", whole(1000, 60000), "gid of the supplementary group")
 
     @property
     def worker_flox_ref(self) -> str:
@@ -271,7 +171,7 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with typed changes, validated again (used by lifecycle tests and substrates)."""
         raw = {k.upper(): to_raw(v) for k, v in changes.items()}
-        return resolve(cli={**{s.upper(): to_raw(getattr(self, s)) for s in KEYS_BY_FIELD}, **raw}).settings
+        return resolve(cli={**{name.upper(): to_raw(getattr(self, name)) for name in KEYS_BY_FIELD}, **raw}).settings
 
 
 @dataclass(frozen=True)
@@ -408,18 +308,29 @@ def resolve(
     return Resolved(settings=settings, sources=sources, explicit=explicit)
 
 
-def validate(s: Settings) -> None:
+def validate(settings: Settings) -> None:
     """Rules that relate several keys to each other."""
-    if s.nodes < 2:
+    if settings.nodes < 2:
         raise SettingsError(
-            "NODES", str(s.nodes), "needs at least one native worker node beside node1 (NODES is 2 to 9)"
+            "NODES", str(settings.nodes), "needs at least one native worker node beside node1 (NODES is 2 to 9)"
         )
-    if s.ssh_port_base + s.nodes > 65535:
-        raise SettingsError("SSH_PORT_BASE", str(s.ssh_port_base), "SSH_PORT_BASE+NODES must be a valid port")
-    if ipaddress.ip_network(s.pod_cidr).overlaps(ipaddress.ip_network(s.svc_cidr)):
-        raise SettingsError("SVC_CIDR", s.svc_cidr, f"must not overlap POD_CIDR {s.pod_cidr}")
-    if s.test_gid == s.test_supp_gid:
-        raise SettingsError("TEST_SUPP_GID", str(s.test_supp_gid), "must differ from TEST_GID")
+    if settings.ssh_port_base + settings.nodes > 65535:
+        raise SettingsError("SSH_PORT_BASE", str(settings.ssh_port_base), "SSH_PORT_BASE+NODES must be a valid port")
+    if ipaddress.ip_network(settings.pod_cidr).overlaps(ipaddress.ip_network(settings.svc_cidr)):
+        raise SettingsError("SVC_CIDR", settings.svc_cidr, f"must not overlap POD_CIDR {settings.pod_cidr}")
+    if settings.test_gid == settings.test_supp_gid:
+        raise SettingsError("TEST_SUPP_GID", str(settings.test_supp_gid), "must differ from TEST_GID")
+
+
+@dataclass(frozen=True)
+class SubstrateOptions:
+    """How this host runs a substrate (base image, accelerator, isolation, image cache): not what the cluster is,
+    so not settings. The plugin fills it from the option table; substrates take it from ``make_substrate``."""
+
+    qemu_image: Path | None = None
+    qemu_accel: str = "auto"
+    qemu_restrict: bool = False
+    local_cache: Path | None = None
 
 
 def env_snapshot(environ: Mapping[str, str]) -> dict[str, str]:

@@ -119,6 +119,10 @@ class JobState:
         return self.state in TERMINAL_STATES
 
 
+#: squeue output: id|state|reason|nodes (an argument, so the shell never sees the pipes).
+JOB_FORMAT = "%i|%T|%r|%N"
+
+
 @dataclass
 class SlurmClient:
     """Slurm as seen from a login endpoint. ``admin`` (root) is used only for state-changing operations."""
@@ -139,6 +143,21 @@ class SlurmClient:
         if not res.ok or "is UP" not in res.stdout:
             raise SlurmError("slurmctld is not reachable:\n" + res.describe())
         return res
+
+    def partition_nodes(self, name: str | None = None) -> list[str]:
+        """Node names of a partition (default: the client's), as ``sinfo`` lists them; raises SlurmError."""
+        res = self.user.run("sinfo -h -N -o %N -p", name or self.partition, timeout=30)
+        if not res.ok:
+            raise SlurmError("sinfo failed:\n" + res.describe())
+        return sorted(set(res.stdout.split()))
+
+    def active_jobs(self, name: str | None = None) -> list[str]:
+        """Ids of the jobs a partition still runs (running, completing, configuring or suspended)."""
+        states = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
+        res = self.user.run("squeue -h -o %i -t", states, "-p", name or self.partition, timeout=30)
+        if not res.ok:
+            raise SlurmError("squeue failed:\n" + res.describe())
+        return res.stdout.split()
 
     def nodes(self) -> list[NodeState]:
         res = self.user.run("scontrol -o show node", timeout=30)
@@ -165,7 +184,7 @@ class SlurmClient:
 
     def partition_state(self, name: str | None = None) -> PartitionState:
         name = name or self.partition
-        res = self.user.run(f"scontrol -o show partition {shlex.quote(name)}", timeout=30)
+        res = self.user.run("scontrol -o show partition", name, timeout=30)
         if not res.ok or not res.stdout.startswith("PartitionName="):
             raise SlurmError(f"partition {name} state unknown:\n" + res.describe())
         kv = parse_kv_line(res.stdout.splitlines()[0])
@@ -175,7 +194,7 @@ class SlurmClient:
         return PartitionState(name=kv["PartitionName"], state=state, nodes=kv.get("Nodes", ""), raw=kv)
 
     def job_info(self, job_id: str) -> dict[str, str]:
-        res = self.user.run(f"scontrol -o show job {shlex.quote(job_id)}").check()
+        res = self.user.run("scontrol -o show job", job_id).check()
         return parse_kv_line(res.stdout.splitlines()[0])
 
     def jobs(self, job_ids: Iterable[str]) -> dict[str, JobState]:
@@ -183,7 +202,7 @@ class SlurmClient:
         ids = sorted(set(job_ids))
         if not ids:
             return {}
-        res = self.user.run(f"squeue -h -t all -j {','.join(ids)} -o '%i|%T|%r|%N'", timeout=30)
+        res = self.user.run("squeue -h -t all -o", JOB_FORMAT, "-j", ",".join(ids), timeout=30)
         if not res.ok and "Invalid job id" not in res.stderr:
             raise SlurmError("squeue failed:\n" + res.describe())
         states: dict[str, JobState] = {}
@@ -196,9 +215,8 @@ class SlurmClient:
     # -- submitting --------------------------------------------------------------------------------
     def sbatch(self, script: str, *options: str, cwd: str | None = None) -> str:
         """Submit ``script`` (text, on stdin) with sbatch options; returns the job id."""
-        opts = " ".join(shlex.quote(o) for o in options)
         prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
-        res = self.user.run(f"{prefix}sbatch --parsable {opts}", input=script, timeout=60).check()
+        res = self.user.run(f"{prefix}sbatch --parsable", *options, input=script, timeout=60).check()
         return res.stdout.strip().split(";")[0]
 
     def wait(
@@ -229,7 +247,7 @@ class SlurmClient:
         return seen
 
     def array_tasks(self, job_id: str) -> dict[str, JobState]:
-        res = self.user.run(f"squeue -h -t all -r -j {shlex.quote(job_id)} -o '%i|%T|%r|%N'", timeout=30)
+        res = self.user.run("squeue -h -t all -r -o", JOB_FORMAT, "-j", job_id, timeout=30)
         out = {}
         for line in res.stdout.splitlines():
             parts = line.split("|")
@@ -238,7 +256,7 @@ class SlurmClient:
         return out
 
     def cancel(self, *job_ids: str) -> Result:
-        return self.user.run("scancel " + " ".join(shlex.quote(j) for j in job_ids))
+        return self.user.run("scancel", *job_ids)
 
     # -- administration (root) ---------------------------------------------------------------------
     def _admin(self) -> Runner:
@@ -248,19 +266,19 @@ class SlurmClient:
 
     def set_partition(self, state: str, name: str | None = None) -> Result:
         name = name or self.partition
-        return self._admin().run(f"scontrol update partitionname={shlex.quote(name)} state={state}").check()
+        return self._admin().run("scontrol update", f"partitionname={name}", f"state={state}").check()
 
     def drain(self, nodes: Iterable[str], reason: str) -> Result | None:
         names = ",".join(nodes)
         if not names:
             return None
-        return self._admin().run(f"scontrol update nodename={names} state=DRAIN reason={shlex.quote(reason)}").check()
+        return self._admin().run("scontrol update", f"nodename={names}", "state=DRAIN", f"reason={reason}").check()
 
     def resume(self, nodes: Iterable[str]) -> Result | None:
         names = ",".join(nodes)
         if not names:
             return None
-        return self._admin().run(f"scontrol update nodename={names} state=RESUME").check()
+        return self._admin().run("scontrol update", f"nodename={names}", "state=RESUME").check()
 
     def delete_node(self, name: str) -> Result:
-        return self._admin().run(f"scontrol delete nodename={shlex.quote(name)}")
+        return self._admin().run("scontrol delete", f"nodename={name}")

@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,10 +89,6 @@ class Workdir:
     @property
     def conf(self) -> Path:
         return self.root / "conf"
-
-    @property
-    def scripts(self) -> Path:
-        return self.root / "scripts"
 
     @property
     def local(self) -> Path:
@@ -190,6 +186,3 @@ class WorkerRevisionFile:
         if values != self.read() or (not self.path.exists() and values):
             self.write(values)
         return values
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self.read().items())

@@ -43,7 +43,7 @@ class Jobs:
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
         """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
-        self.login.run(f"mkdir -p {self.outdir}").check()
+        self.login.run(f"mkdir -p {self.outdir}").check()  # outdir is shell text: it may name $HOME
         name = self.name + (f"-{suffix}" if suffix else "")
         out = self.login.run(f"echo {self.outdir}").check().stdout.strip()
         job_id = self.slurm.sbatch(
@@ -63,6 +63,6 @@ class Jobs:
         if not self.submitted:
             return
         states = self.slurm.jobs(self.submitted)
-        live = [j for j, s in states.items() if not s.done]
+        live = [job_id for job_id, state in states.items() if not state.done]
         if live:
             self.slurm.cancel(*live)

@@ -1,10 +1,9 @@
 """Target: the cluster the suites run against, described by a target file and nothing else.
 
-A substrate writes a target file when it brings a cluster up; a customer writes one by hand for an existing
-cluster. Either way the suites see the same thing: a login runner (the unprivileged user over SSH), optionally an
-administrative runner, a Slurm client, optionally a Kubernetes client and a worker pool, what the deployment is
-expected to run, and the capabilities that decide which checks can be exercised (the rest SKIP naming what is
-missing).
+A substrate writes a target file when it brings a cluster up (through :func:`target_document`, the one
+serializer); a customer writes one by hand for an existing cluster. Either way the suites see the same thing (see
+:mod:`~pytest_slurmflox.connection` for the live handles): what the deployment is expected to run, where its login
+is, and, for a substrate-backed target, the settings it was deployed with.
 
 Target file (YAML)::
 
@@ -22,22 +21,23 @@ Target file (YAML)::
       image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise
       replicas: 2
       settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
+    deployment:                     # written by a substrate: every setting it deployed with
+      settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .pool import WorkerPool, WorkerView
 from .revision import runtime_revision
-from .run import Observer, Result, Runner, SSHRunner
-from .settings import WORKER_KEYS, Settings, SettingsError, resolve
-from .slurm import SlurmClient
+from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
+from .state import atomic_write
 
 
 class TargetError(ValueError):
@@ -98,6 +98,19 @@ class TargetSpec:
     identity: Identity | None
     expect: Expectations
     raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    slurm_version: str | None = None  #: what the substrate installed (informational)
+    #: The full settings a substrate deployed with (substrate-backed targets only): what a test session needs
+    #: to operate the deployment's worker pool, read from the target instead of resolving settings again.
+    deployed: Settings | None = None
+    #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
+    limitations: Mapping[str, str] = field(default_factory=dict)
+
+
+def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
+    value = doc.get("limitations") or {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) and v for v in value.values()):
+        raise TargetError("target.limitations must map each limitation to the reason (text)")
+    return {str(k): v for k, v in value.items()}
 
 
 def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
@@ -111,6 +124,87 @@ def _path(value: Any, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+def _login(doc: Mapping[str, Any], base: Path) -> Endpoint:
+    login_doc = _need(doc, "login", "target")
+    return Endpoint(
+        host=str(_need(login_doc, "host", "login")),
+        port=int(login_doc.get("port", 22)),
+        user=str(_need(login_doc, "user", "login")),
+        key=_path(_need(login_doc, "key", "login"), base),
+        known_hosts=_path(login_doc["known_hosts"], base) if login_doc.get("known_hosts") else None,
+    )
+
+
+def _admin(doc: Mapping[str, Any], login: Endpoint, base: Path) -> Endpoint | None:
+    """The admin login: same host, port, key and known_hosts as the login unless given."""
+    if not doc.get("admin"):
+        return None
+    a = doc["admin"]
+    return Endpoint(
+        host=str(a.get("host", login.host)),
+        port=int(a.get("port", login.port)),
+        user=str(a.get("user", "root")),
+        key=_path(a["key"], base) if a.get("key") else login.key,
+        known_hosts=_path(a["known_hosts"], base) if a.get("known_hosts") else login.known_hosts,
+    )
+
+
+def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
+    if not doc.get("kubernetes"):
+        return None
+    k = doc["kubernetes"]
+    return KubeSpec(
+        kubeconfig=_path(k["kubeconfig"], base) if k.get("kubeconfig") else None,
+        context=k.get("context"),
+        namespace=str(k.get("namespace", "slurm")),
+        nodeset=str(k.get("nodeset", "slurm-worker-compute")),
+        login_set=k.get("loginset"),
+    )
+
+
+def _identity(doc: Mapping[str, Any]) -> Identity | None:
+    if not doc.get("identity"):
+        return None
+    i = doc["identity"]
+    return Identity(
+        user=str(_need(i, "user", "identity")),
+        uid=int(_need(i, "uid", "identity")),
+        gid=int(_need(i, "gid", "identity")),
+        supp_group=i.get("supp_group"),
+        supp_gid=int(i["supp_gid"]) if i.get("supp_gid") is not None else None,
+    )
+
+
+def _expectations(doc: Mapping[str, Any], substrate: str) -> Expectations:
+    """``expect``: the worker runtime keys parsed once, here; revision computed from them when not given."""
+    expect_doc = doc.get("expect") or {}
+    raw_settings = {str(k): str(v) for k, v in (expect_doc.get("settings") or {}).items()}
+    unknown = sorted(set(raw_settings) - set(WORKER_KEYS) - {"COMPUTE_REPLICAS"})
+    if unknown:
+        raise TargetError(f"expect.settings.{unknown[0]} is not a worker runtime setting")
+    try:
+        settings = resolve(cli=raw_settings, substrate=substrate).settings
+    except SettingsError as exc:
+        raise TargetError(f"expect.settings: {exc}") from None
+    image = str(expect_doc.get("image") or settings.worker_image)
+    return Expectations(
+        settings=settings,
+        revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
+        image=image,
+        replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
+    )
+
+
+def _deployed(doc: Mapping[str, Any], substrate: str) -> Settings | None:
+    raw = (doc.get("deployment") or {}).get("settings")
+    if not raw:
+        return None
+    try:
+        return resolve(cli={str(k): str(v) for k, v in raw.items()}, substrate=substrate).settings
+    except SettingsError as exc:
+        raise TargetError(f"deployment.settings: {exc}") from None
+
+
 def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetSpec:
     """Validate a target document; every problem is a :class:`TargetError` naming the field."""
     if not isinstance(doc, Mapping):
@@ -118,74 +212,99 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
     if doc.get("version", 1) != 1:
         raise TargetError(f"version {doc.get('version')!r} is not supported (expected 1)")
     base = path.parent if path else Path.cwd()
-    login_doc = _need(doc, "login", "target")
-    login = Endpoint(
-        host=str(_need(login_doc, "host", "login")),
-        port=int(login_doc.get("port", 22)),
-        user=str(_need(login_doc, "user", "login")),
-        key=_path(_need(login_doc, "key", "login"), base),
-        known_hosts=_path(login_doc["known_hosts"], base) if login_doc.get("known_hosts") else None,
-    )
-    admin = None
-    if doc.get("admin"):
-        a = doc["admin"]
-        admin = Endpoint(
-            host=str(a.get("host", login.host)),
-            port=int(a.get("port", login.port)),
-            user=str(a.get("user", "root")),
-            key=_path(a["key"], base) if a.get("key") else login.key,
-            known_hosts=_path(a["known_hosts"], base) if a.get("known_hosts") else login.known_hosts,
-        )
-    kube = None
-    if doc.get("kubernetes"):
-        k = doc["kubernetes"]
-        kube = KubeSpec(
-            kubeconfig=_path(k["kubeconfig"], base) if k.get("kubeconfig") else None,
-            context=k.get("context"),
-            namespace=str(k.get("namespace", "slurm")),
-            nodeset=str(k.get("nodeset", "slurm-worker-compute")),
-            login_set=k.get("loginset"),
-        )
-    identity = None
-    if doc.get("identity"):
-        i = doc["identity"]
-        identity = Identity(
-            user=str(_need(i, "user", "identity")),
-            uid=int(_need(i, "uid", "identity")),
-            gid=int(_need(i, "gid", "identity")),
-            supp_group=i.get("supp_group"),
-            supp_gid=int(i["supp_gid"]) if i.get("supp_gid") is not None else None,
-        )
-    expect_doc = doc.get("expect") or {}
-    raw_settings = {str(k): str(v) for k, v in (expect_doc.get("settings") or {}).items()}
-    unknown = sorted(set(raw_settings) - set(WORKER_KEYS) - {"COMPUTE_REPLICAS"})
-    if unknown:
-        raise TargetError(f"expect.settings.{unknown[0]} is not a worker runtime setting")
     substrate = str(doc.get("substrate", "existing"))
-    try:
-        settings = resolve(cli=raw_settings, substrate=substrate).settings
-    except SettingsError as exc:
-        raise TargetError(f"expect.settings: {exc}") from None
-    image = str(expect_doc.get("image") or settings.worker_image)
-    expectations = Expectations(
-        settings=settings,
-        revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
-        image=image,
-        replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
-    )
+    login = _login(doc, base)
     return TargetSpec(
         path=path,
         name=str(doc.get("name", substrate)),
         substrate=substrate,
         workdir=_path(doc["workdir"], base) if doc.get("workdir") else None,
         login=login,
-        admin=admin,
-        kubernetes=kube,
+        admin=_admin(doc, login, base),
+        kubernetes=_kubernetes(doc, base),
         partition=str((doc.get("slurm") or {}).get("partition", "all")),
-        identity=identity,
-        expect=expectations,
+        identity=_identity(doc),
+        expect=_expectations(doc, substrate),
         raw=dict(doc),
+        slurm_version=(doc.get("slurm") or {}).get("version"),
+        deployed=_deployed(doc, substrate),
+        limitations=_limitations(doc),
     )
+
+
+def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "user": endpoint.user,
+        "key": str(endpoint.key),
+        "known_hosts": str(endpoint.known_hosts) if endpoint.known_hosts else None,
+    }
+
+
+def expect_document(expect: Expectations) -> dict[str, Any]:
+    """The ``expect`` section: the worker runtime keys (WORKER_IMAGE as the image the owner runs), revision,
+    image and replicas."""
+    settings = worker_settings_document(expect.settings, expect.image)
+    return {"revision": expect.revision, "image": expect.image, "replicas": expect.replicas, "settings": settings}
+
+
+def worker_settings_document(settings: Settings, image: str) -> dict[str, str]:
+    """The worker runtime keys as text, with WORKER_IMAGE the image the owner really runs (on the local substrate
+    the node image digest)."""
+    raw = {key: to_raw(getattr(settings, key.lower())) for key in WORKER_KEYS}
+    raw["WORKER_IMAGE"] = image
+    return raw
+
+
+def target_document(spec: TargetSpec) -> dict[str, Any]:
+    """The one serializer of a target file: what :func:`parse_target` reads back into an equal spec."""
+    doc: dict[str, Any] = {
+        "version": 1,
+        "name": spec.name,
+        "substrate": spec.substrate,
+        "workdir": str(spec.workdir) if spec.workdir else None,
+        "login": _endpoint_document(spec.login),
+        "admin": None,
+        "kubernetes": None,
+        "slurm": {"partition": spec.partition},
+        "expect": expect_document(spec.expect),
+    }
+    if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
+        same_host = dataclasses.replace(spec.login, user=spec.admin.user) == spec.admin
+        doc["admin"] = {"user": spec.admin.user} if same_host else _endpoint_document(spec.admin)
+    if spec.kubernetes is not None:
+        kube = spec.kubernetes
+        doc["kubernetes"] = {
+            "kubeconfig": str(kube.kubeconfig) if kube.kubeconfig else None,
+            "context": kube.context,
+            "namespace": kube.namespace,
+            "nodeset": kube.nodeset,
+        }
+        if kube.login_set:
+            doc["kubernetes"]["loginset"] = kube.login_set
+    if spec.slurm_version:
+        doc["slurm"]["version"] = spec.slurm_version
+    if spec.identity is not None:
+        doc["identity"] = {
+            "user": spec.identity.user,
+            "uid": spec.identity.uid,
+            "gid": spec.identity.gid,
+            "supp_group": spec.identity.supp_group,
+            "supp_gid": spec.identity.supp_gid,
+        }
+    if spec.limitations:
+        doc["limitations"] = dict(spec.limitations)
+    if spec.deployed is not None:
+        doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
+    return doc
+
+
+def write_target(spec: TargetSpec, path: Path) -> dict[str, Any]:
+    """Write ``spec`` to ``path`` (atomically) and return the document written."""
+    doc = target_document(spec)
+    atomic_write(path, yaml.safe_dump(doc, sort_keys=False))
+    return doc
 
 
 def load_target(path: Path) -> TargetSpec:
@@ -196,124 +315,3 @@ def load_target(path: Path) -> TargetSpec:
     except yaml.YAMLError as exc:
         raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
     return parse_target(doc, path=path)
-
-
-@dataclass
-class Target:
-    """Live handles onto a target. Built once per session; cheap to share between tests."""
-
-    spec: TargetSpec
-    login: Runner
-    admin: Runner | None
-    slurm: SlurmClient
-    kube: Any | None = None  #: pytest_slurmflox.kube.KubeClient when the target has Kubernetes
-    pool: WorkerView | None = None
-    capabilities: frozenset[str] = frozenset()
-    missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
-
-    @property
-    def expect(self) -> Expectations:
-        return self.spec.expect
-
-    def why_missing(self, capability: str) -> str | None:
-        """None if the capability is present, otherwise the reason it is not."""
-        if capability in self.capabilities:
-            return None
-        return self.missing.get(capability, f"target {self.spec.name!r} lacks capability {capability!r}")
-
-    def close(self) -> None:
-        for runner in (self.login, self.admin):
-            close = getattr(runner, "close", None)
-            if close:
-                close()
-
-
-def connect(
-    spec: TargetSpec,
-    *,
-    observer: Observer | None = None,
-    pool_factory: Callable[[TargetSpec, Any], WorkerView | None] | None = None,
-) -> Target:
-    """Open runners and clients for a target and work out its capabilities.
-
-    Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
-    ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
-    ``worker-pool`` (something owns the workers and can list them), ``isolated-worker`` (a throwaway worker can
-    be started with another runtime without touching the cohort: the local substrate).
-    """
-
-    def ssh(ep: Endpoint) -> SSHRunner:
-        return SSHRunner(
-            host=ep.host,
-            port=ep.port,
-            user=ep.user,
-            key_file=ep.key,
-            known_hosts=ep.known_hosts,
-            observer=observer,
-            where=f"login({ep.host}:{ep.port})",
-        )
-
-    login = ssh(spec.login)
-    admin = ssh(spec.admin) if spec.admin else None
-    slurm = SlurmClient(user=login, admin=admin, partition=spec.partition)
-    caps: set[str] = set()
-    missing: dict[str, str] = {}
-    try:
-        slurm.ping()
-        caps.add("slurm")
-    except Exception as exc:  # the reason is kept and shown on every check that needs Slurm
-        missing["slurm"] = f"slurmctld not reachable from the login endpoint: {exc}"
-    if admin is not None:
-        res: Result | None = None
-        try:
-            res = admin.run("id -u")
-        except Exception as exc:
-            missing["admin"] = f"administrative login failed: {exc}"
-        if res is not None and res.ok and res.stdout.strip() == "0":
-            caps.add("admin")
-        elif "admin" not in missing:
-            missing["admin"] = "administrative login is not root"
-    else:
-        missing["admin"] = "the target file names no admin login"
-    kube = None
-    if spec.kubernetes is not None:
-        from .kube import KubeClient
-
-        kube = KubeClient(spec.kubernetes.kubeconfig, spec.kubernetes.context, spec.kubernetes.namespace)
-        if kube.reachable():
-            caps.add("kubernetes")
-            if kube.runtime_class("flox") is not None:
-                caps.add("flox-shim")
-            else:
-                missing["flox-shim"] = "no RuntimeClass 'flox' in the cluster"
-        else:
-            missing["kubernetes"] = "the Kubernetes API is not reachable with the given kubeconfig"
-            missing["flox-shim"] = missing["kubernetes"]
-    else:
-        reason = f"target {spec.name!r} ({spec.substrate}) has no Kubernetes API"
-        missing["kubernetes"] = reason
-        missing["flox-shim"] = reason + "; the Flox containerd shim exists only on Kubernetes nodes"
-    pool = pool_factory(spec, kube) if pool_factory else None
-    if pool is not None:
-        caps.add("worker-pool")
-        if isinstance(pool, WorkerPool):
-            caps.add("worker-owner")
-        else:
-            missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
-        if hasattr(pool, "start_isolated_worker"):
-            caps.add("isolated-worker")
-        else:
-            missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
-    else:
-        missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
-        missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
-    return Target(
-        spec=spec,
-        login=login,
-        admin=admin,
-        slurm=slurm,
-        kube=kube,
-        pool=pool,
-        capabilities=frozenset(caps),
-        missing=missing,
-    )

@@ -131,7 +131,7 @@ def load_corpus(directory: Path) -> list[Workload]:
     corpus = []
     for script in scripts:
         candidates = (script.with_name(script.name + ".yaml"), script.with_name(script.name + ".yml"))
-        sidecar = next((s for s in candidates if s.exists()), None)
+        sidecar = next((candidate for candidate in candidates if candidate.exists()), None)
         values = parse_sidecar(sidecar) if sidecar else {}
         corpus.append(Workload(path=script.resolve(), **values))  # type: ignore[arg-type]
     return corpus

@@ -209,7 +209,7 @@ def require_enforced(target, limit: str) -> None:
     A target file may carry ``limitations: {<limit>: <why>}`` (the local substrate writes one for each cgroup
     controller this host does not let it use): the check then reports that limitation instead of passing.
     """
-    declared = (target.spec.raw.get("limitations") or {}).get(limit)
+    declared = target.spec.limitations.get(limit)
     if declared:
         pytest.skip(f"missing capability {limit}: {declared}")
 

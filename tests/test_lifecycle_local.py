@@ -1,13 +1,16 @@
 """Integration: the runtime lifecycle on a real local substrate.
 
 1. The destructive acceptance groups T11R, T11U, T11C and T11F run and pass (they restore the runtime afterwards).
-2. Chaos: ``up`` is killed (SIGKILL, through the SLURMFLOX_CHAOS_KILL_AT hook) at each maintenance-barrier step in
-   turn, with a runtime change pending; a job is queued while the cluster is in that state; a bare rerun must then
-   recover to a fully validated cohort with the partition UP, and the queued job must complete.
+2. Chaos: ``up`` is killed (SIGKILL, sent by this test to the process it started, as soon as ``up`` announces the
+   step) at each maintenance-barrier step in turn, with a runtime change pending; a job is queued while the cluster
+   is in that state; a bare rerun must then recover to a fully validated cohort with the partition UP, and the
+   queued job must complete.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,34 +20,43 @@ import pytest
 import yaml
 from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
 
-from pytest_slurmflox.lifecycle import CHAOS_ENV, STEPS
+from pytest_slurmflox.lifecycle import STEPS
 
 pytestmark = pytest.mark.integration
 
 
-def _up(home: Path, common: tuple[str, ...], env: dict[str, str] | None = None, timeout: float = 900):
-    base = clean_env()
+def _up(
+    home: Path,
+    common: tuple[str, ...],
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+    kill_at: str | None = None,
+):
+    """Run ``pytest --slurmflox-up=local``; with ``kill_at``, SIGKILL it (by its PID) when it announces that
+    maintenance-barrier step, the way a crash or an operator's kill -9 would interrupt it."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--slurmflox-up=local", "-m", "not acceptance"]
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--slurmflox-up=local",
-            "-m",
-            "not acceptance",
-            *common,
-        ],
+    proc = subprocess.Popen(
+        [*argv, *common],
         cwd=home,
-        env={**base, **(env or {})},
-        capture_output=True,
+        env={**clean_env(), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    return proc, time.monotonic() - t0
+    out: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        out.append(line)
+        if kill_at is not None and f"reconcile: step {kill_at} begins" in line:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        if time.monotonic() - t0 > timeout:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    rest, err = proc.communicate(timeout=timeout)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out) + rest, err)
+    return done, time.monotonic() - t0
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +82,8 @@ def test_destructive_lifecycle_groups_pass(cluster):
 
 
 def _target(workdir: Path):
-    from pytest_slurmflox.target import connect, load_target
+    from pytest_slurmflox.connection import connect
+    from pytest_slurmflox.target import load_target
 
     return connect(load_target(workdir / "target.yaml"))
 
@@ -85,7 +98,7 @@ def test_killed_at_every_barrier_step_a_bare_rerun_recovers(cluster):
     policy = "prepend"
     for step in STEPS:
         policy = "append" if policy == "prepend" else "prepend"
-        killed, _ = _up(home, common, {"WORKER_PATH_PRECEDENCE": policy, CHAOS_ENV: step})
+        killed, _ = _up(home, common, {"WORKER_PATH_PRECEDENCE": policy}, kill_at=step)
         assert killed.returncode == -9, (step, killed.returncode, killed.stdout[-3000:])
         tgt = _target(workdir)
         try:

@@ -92,7 +92,7 @@ def test_a_customer_target_gets_the_view_and_imports_no_substrate_code(tmp_path)
     """Run in a fresh interpreter, so modules other tests imported cannot hide an import of substrate code."""
     code = """
 import sys, types
-from pytest_slurmflox.plugin import _pool_factory
+from pytest_slurmflox.fixtures import _pool_factory
 from pytest_slurmflox.nodeset import NodeSetView
 spec = types.SimpleNamespace(substrate="kubernetes", workdir=None, kubernetes=types.SimpleNamespace(nodeset="ns1"))
 kube = types.SimpleNamespace(namespace="slurm")

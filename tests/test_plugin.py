@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from pytest_slurmflox.plugin import GROUPS, MARKERS, OPTIONS
+from pytest_slurmflox.groups import GROUPS, MARKERS
+from pytest_slurmflox.options import OPTIONS
 from pytest_slurmflox.settings import KEYS
 
 
@@ -142,13 +145,45 @@ def test_acceptance_without_target_is_one_clear_error(pytester: pytest.Pytester)
 
 
 def test_state_lives_in_the_stash_not_in_module_globals():
-    import pytest_slurmflox.plugin as plugin
+    """No top-level module keeps mutable state in a global: only UPPER_CASE tables (read-only by convention)."""
+    import importlib
+    import pkgutil
 
-    mutable = [
-        name
-        for name, value in vars(plugin).items()
-        if not name.startswith("__")
-        and isinstance(value, list | dict | set)
-        and name not in ("GROUPS", "MARKERS", "OPTIONS_BY_DEST")
-    ]
+    import pytest_slurmflox
+
+    mutable = []
+    for info in pkgutil.iter_modules(pytest_slurmflox.__path__):
+        module = importlib.import_module(f"pytest_slurmflox.{info.name}")
+        for name, value in vars(module).items():
+            if name.startswith("__") or name.isupper() or not isinstance(value, list | dict | set):
+                continue
+            mutable.append(f"{info.name}.{name}")
     assert mutable == []
+
+
+def test_without_xdist_the_plugin_loads_and_runs(pytester: pytest.Pytester):
+    """``pytest_configure_node`` is an xdist hook: marked optional, so ``-p no:xdist`` neither errors nor warns."""
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:randomly", "-W", "error")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert "slurmflox: run" in result.stdout.str()
+
+
+def test_every_environment_knob_is_a_row_of_the_option_table():
+    """The substrate knobs a user may set in the environment are plugin options (flag, env, ini, --help)."""
+    envs = {option.env for option in OPTIONS}
+    for knob in ("SLURMFLOX_QEMU_IMAGE", "SLURMFLOX_QEMU_ACCEL", "SLURMFLOX_QEMU_RESTRICT", "SLURMFLOX_LOCAL_CACHE"):
+        assert knob in envs
+
+
+def test_substrate_knobs_reach_the_substrate_from_the_environment(pytester: pytest.Pytester, monkeypatch):
+    from pytest_slurmflox.options import substrate_options
+
+    monkeypatch.setenv("SLURMFLOX_QEMU_ACCEL", "tcg")
+    monkeypatch.setenv("SLURMFLOX_QEMU_RESTRICT", "1")
+    monkeypatch.setenv("SLURMFLOX_LOCAL_CACHE", "/srv/cache")
+    config = pytester.parseconfigure("--slurmflox-qemu-image=/img/base.qcow2")
+    options = substrate_options(config)
+    assert options.qemu_image == Path("/img/base.qcow2") and options.qemu_accel == "tcg"
+    assert options.qemu_restrict is True and options.local_cache == Path("/srv/cache")

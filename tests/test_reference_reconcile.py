@@ -225,7 +225,8 @@ class Controller:
     where: str = "login"
     user: str = "root"
 
-    def run(self, command: str, *, input=None, timeout: float = 120.0, env=None) -> Result:
+    def run(self, command: str, *args: str, input=None, timeout: float = 120.0, env=None) -> Result:
+        command = " ".join([command, *(shlex.quote(a) for a in args)])  # the Runner contract: arguments quoted
         self.log.append(command)
         words = shlex.split(command)
         out, rc = "", 0

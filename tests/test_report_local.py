@@ -22,15 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.report import (
-    ReportPaths,
-    scan_for_secrets,
-    secret_files,
-    secret_needles,
-    validate_evidence,
-    validate_junit,
-)
+from pytest_slurmflox.artifacts import ReportPaths
+from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
 from pytest_slurmflox.state import Workdir
+from pytest_slurmflox.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 

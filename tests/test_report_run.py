@@ -16,17 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.report import (
-    NOT_SIGNED_OFF,
-    SCHEMA_ID,
-    SIGNED_OFF,
-    ReportPaths,
-    junit_document,
-    scan_for_secrets,
-    secret_needles,
-    validate_evidence,
-    validate_junit,
-)
+from pytest_slurmflox.artifacts import ReportPaths
+from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
+from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
+from pytest_slurmflox.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
 
 FAKE_CHECKS = r'''
 import os

@@ -8,26 +8,11 @@ import os
 
 import pytest
 
-from pytest_slurmflox.plugin import REQUIRED_GROUPS
-from pytest_slurmflox.report import (
-    FAIL,
-    LONG_OUTPUT,
-    NOT_RUN,
-    NOT_SIGNED_OFF,
-    PASS,
-    SIGNED_OFF,
-    SKIP,
-    Check,
-    decide,
-    evidence_html,
-    externalize,
-    image_digest,
-    scan_for_secrets,
-    secret_needles,
-    summary_html,
-    summary_lines,
-)
-from pytest_slurmflox.secrets import REDACTED, Redactor
+from pytest_slurmflox.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
+from pytest_slurmflox.environment import image_digest
+from pytest_slurmflox.groups import REQUIRED_GROUPS
+from pytest_slurmflox.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles
+from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_SIGNED_OFF, PASS, SIGNED_OFF, SKIP, Check, decide, summary_lines
 
 
 def _check(group: str | None, verdict: str, name: str = "t", reason: str = "") -> Check:

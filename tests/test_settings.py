@@ -245,3 +245,48 @@ def test_every_key_has_flag_env_and_ini_spelling():
         assert spec.env == spec.key
         assert spec.ini == "slurmflox_" + spec.key.lower()
     assert KEYS_BY_NAME["WORKER_IMAGE"].worker
+
+
+# ------------------------------------------------------------------------------------------------ target file
+def test_the_target_serializer_round_trips(tmp_path):
+    """One serializer: what a substrate writes is what parse_target reads back, settings included."""
+    import dataclasses
+
+    from pytest_slurmflox.revision import runtime_revision
+    from pytest_slurmflox.target import (
+        Endpoint,
+        Expectations,
+        Identity,
+        KubeSpec,
+        TargetSpec,
+        load_target,
+        write_target,
+    )
+
+    deployed = resolve(
+        cli={"WORKDIR": str(tmp_path), "WORKER_FLOX_GENERATION": "18", "LOGIN_SSH_PORT": "2299"}
+    ).settings
+    login = Endpoint("127.0.0.1", 2299, "slurmtest", tmp_path / "id_cluster", tmp_path / "known_hosts")
+    spec = TargetSpec(
+        path=tmp_path / "target.yaml",
+        name="site",
+        substrate="qemu",
+        workdir=tmp_path,
+        login=login,
+        admin=dataclasses.replace(login, user="root"),
+        kubernetes=KubeSpec(tmp_path / "kubeconfig", None, "slurm", "slurm-worker-compute"),
+        partition="all",
+        identity=Identity("slurmtest", 4001, 4001, "sharedgrp", 4002),
+        expect=Expectations(deployed, runtime_revision(deployed), deployed.worker_image, 2),
+        slurm_version="26.05.4",
+        deployed=deployed,
+    )
+    doc = write_target(spec, tmp_path / "target.yaml")
+    back = load_target(tmp_path / "target.yaml")
+    # expect carries the worker runtime only (other keys take their defaults); everything else comes back equal
+    assert dataclasses.replace(back, raw={}, expect=spec.expect) == dataclasses.replace(spec, raw={})
+    got, want = back.expect, spec.expect
+    assert (got.revision, got.image, got.replicas) == (want.revision, want.image, want.replicas)
+    assert all(getattr(got.settings, k.lower()) == getattr(want.settings, k.lower()) for k in WORKER_KEYS)
+    assert back.expect.settings.worker_flox_generation == 18 and back.deployed == deployed
+    assert doc["admin"] == {"user": "root"}

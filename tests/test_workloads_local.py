@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from pytest_slurmflox.report import ReportPaths, validate_evidence, validate_junit
+from pytest_slurmflox.artifacts import ReportPaths
+from pytest_slurmflox.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 

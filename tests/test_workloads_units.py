@@ -116,6 +116,7 @@ def test_tw_checks_do_not_exist_without_a_corpus_and_one_per_script_with_one(tmp
     with_corpus = _collect(f"--slurmflox-workloads={_corpus(tmp_path)}", cwd=tmp_path)
     assert with_corpus.returncode == 0, with_corpus.stdout + with_corpus.stderr
     tw = [line for line in with_corpus.stdout.splitlines() if "test_tw_workloads.py::" in line]
+    # sorted: pytest-randomly (active in the subprocess) shuffles the collected items with a fresh seed per run
     assert sorted(line.split("::")[-1] for line in tw) == ["test_workload[fails.sbatch]", "test_workload[hello.sh]"]
 
 

@@ -33,7 +33,7 @@ class ChartUnavailable(RuntimeError):
 
 def _helm() -> Any:
     try:
-        import helm_python  # type: ignore[import-untyped]
+        import helm_python
     except ImportError as exc:
         raise ChartUnavailable(
             "rendering a Helm chart needs the PyPI package helm-python-sdk "

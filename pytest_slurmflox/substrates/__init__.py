@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..pool import WorkerPool
-from ..settings import Settings
+from ..settings import Settings, SubstrateOptions
 from ..state import Workdir
+from ..target import TargetSpec
 
 Progress = Callable[[str], None]
 
@@ -30,7 +31,7 @@ class Substrate(Protocol):
     def status(self) -> str:
         """A human-readable status report."""
 
-    def down(self) -> None:
+    def down(self) -> object:
         """Stop everything, keep state."""
 
     def destroy(self) -> None:
@@ -39,15 +40,37 @@ class Substrate(Protocol):
     def pool(self) -> WorkerPool:
         """The owner of the worker cohort."""
 
+    def target_spec(self) -> TargetSpec:
+        """The target this deployment is, built from the settings object the substrate was given (what ``up``
+        serializes into ``target.yaml``): the controller hands its expectations on without parsing a file."""
 
-def make_substrate(name: str, settings: Settings, workdir: Workdir, progress: Progress) -> Substrate:
-    """The substrate named ``name``; imported lazily so a customer target never loads substrate code."""
+
+def make_substrate(
+    name: str,
+    settings: Settings,
+    workdir: Workdir,
+    progress: Progress,
+    options: SubstrateOptions | None = None,
+    explicit: frozenset[str] = frozenset(),
+) -> Substrate:
+    """The substrate named ``name``; imported lazily so a customer target never loads substrate code.
+    ``options`` are the host's substrate knobs from the option table (image, accelerator, isolation, cache);
+    ``explicit`` the worker keys the user gave explicitly (from the one resolution of settings)."""
+    options = options or SubstrateOptions()
     if name == "local":
         from .local import LocalSubstrate
 
-        return LocalSubstrate(settings, workdir, progress)
+        return LocalSubstrate(settings, workdir, progress, cache=options.local_cache)
     if name == "qemu":
         from .qemu import QemuSubstrate
 
-        return QemuSubstrate(settings, workdir, progress)
+        return QemuSubstrate(
+            settings,
+            workdir,
+            progress,
+            image=options.qemu_image,
+            accel=options.qemu_accel,
+            restrict=options.qemu_restrict,
+            explicit=explicit,
+        )
     raise SubstrateUnavailable(f"unknown substrate {name!r} (choose local or qemu)")

@@ -62,8 +62,9 @@ class BootFiles:
 class LocalCluster:
     """Node primitives of one local cluster (one work dir)."""
 
-    def __init__(self, settings: Settings, workdir: Workdir, progress: Progress) -> None:
+    def __init__(self, settings: Settings, workdir: Workdir, progress: Progress, cache: Path | None = None) -> None:
         self.settings = settings
+        self.cache = cache or image.cache_root()  #: node image and store cache (--slurmflox-local-cache), kept
         self.workdir = Workdir(workdir.root.resolve())
         self.progress = progress
         self.local = self.workdir.local
@@ -94,7 +95,7 @@ class LocalCluster:
 
     @property
     def store(self) -> Path:
-        return image.cache_root() / "store"
+        return self.cache / "store"
 
     @property
     def target_file(self) -> Path:
@@ -119,7 +120,7 @@ class LocalCluster:
             apt.require_root_debian()
             apt.ensure_host_packages(self.progress)
             mirror = apt.debian_mirror(apt.host_sources())
-            self._image = image.ensure_image(self.settings.local_suite, mirror, self.progress)
+            self._image = image.ensure_image(self.settings.local_suite, mirror, self.progress, self.cache)
         return self._image
 
     def image_ref(self) -> str:
@@ -162,7 +163,7 @@ class LocalCluster:
 
     def node_runner(self, node: str, user: str = "root") -> NamespaceRunner:
         """Run commands inside ``node`` (ctl, login, workerN) as ``user`` (must exist there)."""
-        return NamespaceRunner(node, self.node(node).init_pid, user=user)
+        return NamespaceRunner(node=node, pid_of=self.node(node).init_pid, user=user)
 
     # ------------------------------------------------------------------------------------------ cgroups
     def cgroup_layout(self) -> tuple[cgroups.Support, cgroups.ClusterCgroups]:

@@ -7,77 +7,39 @@ Enters the node's mount, UTS, IPC, network and PID namespaces and its root (``ns
 
 from __future__ import annotations
 
-import shlex
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...run import Observer, Result, finish, run_process
+from ...run import LocalRunner, RunnerUnavailable
 
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class NodeNotRunning(RuntimeError):
+class NodeNotRunning(RunnerUnavailable):
     pass
 
 
 @dataclass
-class NamespaceRunner:
-    """Runs ``bash -c`` inside node ``node``. ``pid_of`` returns the node's PID 1 (None if not running)."""
+class NamespaceRunner(LocalRunner):
+    """The local runner with a prefix that enters node ``node`` (``pid_of`` returns its PID 1, None if stopped)."""
 
-    node: str
-    pid_of: Callable[[], int | None]
-    user: str = "root"
-    observer: Observer | None = None
     where: str = ""
+    user: str = "root"
+    node: str = ""
+    pid_of: Callable[[], int | None] = lambda: None
 
     def __post_init__(self) -> None:
         if not self.where:
             self.where = f"local:{self.node}"
 
-    def argv(self, command: str) -> list[str]:
+    def argv_prefix(self) -> list[str]:
         pid = self.pid_of()
         if pid is None:
             raise NodeNotRunning(f"node {self.node} is not running")
         home = "/root" if self.user == "root" else f"/home/{self.user}"
-        argv = [
-            "nsenter",
-            "-t",
-            str(pid),
-            "-m",
-            "-u",
-            "-i",
-            "-n",
-            "-p",
-            "-r",
-            "-w",
-            "env",
-            "-i",
-            f"PATH={NODE_PATH}",
-            f"HOME={home}",
-            f"USER={self.user}",
-            "LANG=C.UTF-8",
-        ]
+        argv = ["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-r", "-w"]
+        argv += ["env", "-i", f"PATH={NODE_PATH}", f"HOME={home}", f"USER={self.user}", "LANG=C.UTF-8"]
         if self.user != "root":
             argv += ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--reset-env"]
             # --reset-env keeps PATH sane and sets HOME/USER/SHELL from the user's passwd entry
-        return [*argv, "bash", "-c", command]
-
-    def run(
-        self,
-        command: str,
-        *,
-        input: str | None = None,
-        timeout: float = 120.0,
-        env: Mapping[str, str] | None = None,
-    ) -> Result:
-        line = command
-        if env:
-            line = " ".join(f"export {k}={shlex.quote(v)};" for k, v in env.items()) + " " + command
-        t0 = time.monotonic()
-        try:
-            argv = self.argv(line)
-        except NodeNotRunning as exc:
-            return finish(self.observer, command, self.where, self.user, 255, "", str(exc), t0)
-        rc, out, err = run_process(argv, input=input, timeout=timeout)
-        return finish(self.observer, command, self.where, self.user, rc, out, err, t0)
+        return argv

@@ -12,15 +12,14 @@ Built with mmdebstrap from the mirror the host's apt names, in two stages:
 
 The archive's sha256 is the image identity (the local meaning of WORKER_IMAGE's digest). The cache key is
 derived from suite + package list + recipe text, so a recipe change builds a new image and an unchanged one is
-reused. The cache lives outside any work dir (default ``/var/cache/slurmflox``, override with the environment
-variable ``SLURMFLOX_LOCAL_CACHE``) so ``destroy`` and fresh test work dirs keep it.
+reused. The cache lives outside any work dir (default ``/var/cache/slurmflox``, override with --slurmflox-local-cache,
+env ``SLURMFLOX_LOCAL_CACHE``) so ``destroy`` and fresh test work dirs keep it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -171,7 +170,8 @@ class NodeImage:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SLURMFLOX_LOCAL_CACHE") or DEFAULT_CACHE)
+    """The default cache; the plugin passes --slurmflox-local-cache (env SLURMFLOX_LOCAL_CACHE) to the substrate."""
+    return Path(DEFAULT_CACHE)
 
 
 def recipe_key(suite: str) -> str:

@@ -17,18 +17,12 @@ import yaml
 from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings, to_raw
 from ...state import atomic_write
+from ...target import Expectations, expect_document, worker_settings_document
 from . import runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
 NODE_IMAGE_PATH = "/flox/store"
-
-
-def worker_settings_raw(settings: Settings, image_ref: str) -> dict[str, str]:
-    """The worker runtime keys as a target file's ``expect.settings`` (the node image digest as WORKER_IMAGE)."""
-    raw = {key: to_raw(getattr(settings, key.lower())) for key in WORKER_KEYS}
-    raw["WORKER_IMAGE"] = image_ref  # the local meaning of the worker image: our node image digest
-    return raw
 
 
 class LocalWorkerPool(WorkerPool):
@@ -194,7 +188,7 @@ class LocalWorkerPool(WorkerPool):
                 **state,
                 "revision": revision,
                 "replicas": settings.compute_replicas,
-                "settings": worker_settings_raw(settings, img.ref),
+                "settings": worker_settings_document(settings, img.ref),
                 "workers": wanted,
             }
         )
@@ -215,12 +209,11 @@ class LocalWorkerPool(WorkerPool):
         if not isinstance(doc, dict):
             return
         img = self.cluster.ensure_image()
-        doc["expect"] = {
-            **(doc.get("expect") or {}),
-            "revision": self.cluster.revision_for(settings),
-            "image": img.ref,
-            "settings": worker_settings_raw(settings, img.ref),
-        }
+        replicas = int((doc.get("expect") or {}).get("replicas", settings.compute_replicas))
+        doc["expect"] = expect_document(Expectations(settings, self.cluster.revision_for(settings), img.ref, replicas))
+        deployed = (doc.get("deployment") or {}).get("settings")
+        if isinstance(deployed, dict):  # the deployment now runs this runtime
+            deployed.update({key: to_raw(getattr(settings, key.lower())) for key in WORKER_KEYS})
         atomic_write(self.cluster.target_file, yaml.safe_dump(doc, sort_keys=False))
 
     # ------------------------------------------------------------------------------------------ one worker

@@ -70,7 +70,7 @@ def starttime(pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     fields = _stat_fields(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
+    return fields is not None and len(fields) > 0 and fields[0] not in ("Z", "X")
 
 
 def netns_inode_of(pid: int) -> int | None:

@@ -24,17 +24,19 @@ dirs never collide.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import yaml
 
 from ...state import atomic_write
+from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
 from .. import SubstrateUnavailable
-from . import image, keys
+from . import keys
 from .cluster import AUTH, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarder import LoginForwarder
 from .network import address_for
-from .pool import LocalWorkerPool, worker_settings_raw
+from .pool import LocalWorkerPool
 
 
 class LocalSubstrate(LocalCluster):
@@ -82,7 +84,7 @@ class LocalSubstrate(LocalCluster):
                 "image": img.ref,
                 "revision": revision,
                 "replicas": self.settings.compute_replicas,
-                "settings": worker_settings_raw(deployed, img.ref),
+                "settings": worker_settings_document(deployed, img.ref),
                 "workers": wanted,
             }
         )
@@ -148,40 +150,30 @@ class LocalSubstrate(LocalCluster):
 
     # ================================================================================== target
     def target(self) -> dict:
+        return target_document(self.target_spec())
+
+    def target_spec(self) -> TargetSpec:
+        """What this deployment is, as the suites see it: built from the settings object it was given."""
         s = self.settings
         img = self.ensure_image()
-        return {
-            "version": 1,
-            "name": "local",
-            "substrate": "local",
-            "workdir": str(self.workdir.root),
-            "login": {
-                "host": "127.0.0.1",
-                "port": s.login_ssh_port,
-                "user": s.test_user,
-                "key": str(self.workdir.ssh_key),
-                "known_hosts": str(self.workdir.known_hosts),
-            },
-            "admin": {"user": "root"},
-            "kubernetes": None,
-            "slurm": {"partition": "all", "version": img.slurm_version.split("-")[0]},
-            "identity": {
-                "user": s.test_user,
-                "uid": s.test_uid,
-                "gid": s.test_gid,
-                "supp_group": s.test_supp_group,
-                "supp_gid": s.test_supp_gid,
-            },
+        login = Endpoint("127.0.0.1", s.login_ssh_port, s.test_user, self.workdir.ssh_key, self.workdir.known_hosts)
+        return TargetSpec(
+            path=None,
+            name="local",
+            substrate="local",
+            workdir=self.workdir.root,
+            login=login,
+            admin=dataclasses.replace(login, user="root"),
+            kubernetes=None,
+            partition="all",
+            identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid),
+            # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
+            expect=Expectations(s, self.revision_for(s), img.ref, s.compute_replicas),
+            slurm_version=img.slurm_version.split("-")[0],
+            deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
-            "limitations": self.cgroup_layout()[0].limitations(),
-            "expect": {
-                # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
-                "revision": self.revision_for(s),
-                "image": img.ref,
-                "replicas": s.compute_replicas,
-                "settings": worker_settings_raw(s, img.ref),
-            },
-        }
+            limitations=self.cgroup_layout()[0].limitations(),
+        )
 
     # ================================================================================== other verbs
     def status(self) -> str:
@@ -232,4 +224,4 @@ class LocalSubstrate(LocalCluster):
                 self.workdir.known_hosts,
             ):
                 path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {image.cache_root()})")
+        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {self.cache})")

@@ -13,7 +13,6 @@ Layers, each rerunnable and each leaving a completion marker only after it reall
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -25,6 +24,7 @@ from ...pool import WorkerPool
 from ...run import Result
 from ...settings import Settings
 from ...state import Workdir, atomic_write
+from ...target import TargetSpec
 from .. import Progress, SubstrateUnavailable
 from . import fabric, seed
 from .guest import Guest
@@ -54,8 +54,8 @@ class QemuSubstrate:
     ``restrict``: isolate guests (QEMU ``restrict=on``): only the port forwards reach them, they reach nothing;
     ``explicit``: worker keys given explicitly (besides those in the environment or worker-revision.env).
 
-    Without arguments (``make_substrate``/the plugin) the first three come from SLURMFLOX_QEMU_IMAGE,
-    SLURMFLOX_QEMU_ACCEL and SLURMFLOX_QEMU_RESTRICT=1, then the defaults (BASE_IMAGE, auto, not restricted).
+    The plugin passes the first three from its option table (--slurmflox-qemu-image/-accel/-restrict, env
+    SLURMFLOX_QEMU_*); without them: BASE_IMAGE, auto, not restricted.
     """
 
     name = "qemu"
@@ -73,12 +73,9 @@ class QemuSubstrate:
         explicit: frozenset[str] = frozenset(),
     ) -> None:
         self.settings, self.workdir, self.progress = settings, workdir, progress
-        env = os.environ
-        if image is None and env.get("SLURMFLOX_QEMU_IMAGE"):
-            image = Path(env["SLURMFLOX_QEMU_IMAGE"])
         self.image_path = image
-        self.accel_request = accel or env.get("SLURMFLOX_QEMU_ACCEL", "auto")
-        self.restrict = restrict if restrict is not None else env.get("SLURMFLOX_QEMU_RESTRICT", "0") == "1"
+        self.accel_request = accel or "auto"
+        self.restrict = bool(restrict)
         self.ssh_timeout = ssh_timeout
         self.explicit = explicit  #: worker keys the caller knows were given explicitly (pre-warm decision)
         self.boot_times: list[BootTime] = []
@@ -328,6 +325,11 @@ class QemuSubstrate:
         from .addons import sinfo_command
 
         return self.ssh(1, sinfo_command(self.settings))
+
+    def target_spec(self) -> TargetSpec:
+        from .provision import target_spec
+
+        return target_spec(self)
 
     def pool(self) -> WorkerPool:
         from ...kube import KubeClient

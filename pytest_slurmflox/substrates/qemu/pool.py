@@ -50,9 +50,13 @@ class NodeSetPool(NodeSetView, WorkerPool):
         return runtime_revision(settings)
 
     def apply(self, settings: Settings) -> str:
-        """Render the values for ``settings``, place them on node1 and ``helm upgrade --install``."""
+        """Render the values for ``settings``' worker runtime (the deployment's own settings elsewhere), place them
+        on node1 and ``helm upgrade --install``."""
         from ...render.values import render_slurm_values, test_identity_files
+        from ...settings import WORKER_KEYS
 
+        runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
+        settings = self.substrate.settings.replace(**runtime)
         revision = self.revision_for(settings)
         identity = None
         guest = self.substrate.guest(1)

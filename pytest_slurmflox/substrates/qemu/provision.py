@@ -7,6 +7,7 @@ later run (or the suites) could take for a finished deployment.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -14,7 +15,10 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from ...revision import runtime_revision
 from ...state import WorkerRevisionFile, atomic_write, write_secret
+from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec
+from ...target import target_document as serialize_target
 from .. import SubstrateUnavailable
 from . import fabric
 from .addons import (
@@ -128,38 +132,31 @@ def kubeconfig_for_host(admin_conf: str, api_port: int) -> str:
 
 
 def target_document(sub: QemuSubstrate) -> dict:
+    """The target file of this deployment, through the one serializer (:func:`...target.target_document`)."""
+    return serialize_target(target_spec(sub))
+
+
+def target_spec(sub: QemuSubstrate) -> TargetSpec:
+    """What this deployment is, as the suites see it: built from the settings object it was given."""
     s = sub.settings
-    doc = {
-        "version": 1,
-        "name": f"qemu ({sub.workdir.root})",
-        "substrate": "qemu",
-        "workdir": str(sub.workdir.root),
-        "login": {
-            "host": "127.0.0.1",
-            "port": s.login_ssh_port,
-            "user": s.test_user if s.test_identity else "root",
-            "key": str(sub.workdir.ssh_key),
-            "known_hosts": None,
-        },
-        "admin": {"user": "root"},
-        "kubernetes": {
-            "kubeconfig": str(sub.workdir.kubeconfig),
-            "context": None,
-            "namespace": NAMESPACE_SLURM,
-            "nodeset": "slurm-worker-compute",
-        },
-        "slurm": {"partition": "all"},
-        "expect": {"replicas": s.compute_replicas},
-    }
-    if s.test_identity:
-        doc["identity"] = {
-            "user": s.test_user,
-            "uid": s.test_uid,
-            "gid": s.test_gid,
-            "supp_group": s.test_supp_group,
-            "supp_gid": s.test_supp_gid,
-        }
-    return doc
+    login = Endpoint(
+        "127.0.0.1", s.login_ssh_port, s.test_user if s.test_identity else "root", sub.workdir.ssh_key, None
+    )
+    return TargetSpec(
+        path=None,
+        name=f"qemu ({sub.workdir.root})",
+        substrate="qemu",
+        workdir=sub.workdir.root,
+        login=login,
+        admin=dataclasses.replace(login, user="root"),
+        kubernetes=KubeSpec(sub.workdir.kubeconfig, None, NAMESPACE_SLURM, "slurm-worker-compute"),
+        partition="all",
+        identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid)
+        if s.test_identity
+        else None,
+        expect=Expectations(s, runtime_revision(s), s.worker_image, s.compute_replicas),
+        deployed=s,
+    )
 
 
 def provision_cluster(sub: QemuSubstrate) -> dict:

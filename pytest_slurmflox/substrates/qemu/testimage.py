@@ -106,6 +106,29 @@ def _run(argv: list[str], step: str, timeout: float = 1200) -> None:
         raise ImageBuildError(f"{step} failed (exit {proc.returncode}):\n" + "\n".join(tail))
 
 
+def _mmdebstrap_argv(suite: str, root: Path, mirror: str) -> list[str]:
+    """The rootfs build: minbase plus PACKAGES, host keys and machine-id emptied, networkd on, NFS server off."""
+    hooks = [
+        'rm -f "$1"/etc/ssh/ssh_host_*',
+        ': > "$1"/etc/machine-id',
+        'rm -f "$1"/var/lib/dbus/machine-id',
+        'chroot "$1" systemctl enable systemd-networkd',
+        'chroot "$1" systemctl disable nfs-kernel-server || true',
+        'rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin',
+    ]
+    return [
+        "mmdebstrap",
+        "--variant=minbase",
+        "--include=" + ",".join(PACKAGES),
+        "--customize-hook=" + f"printf '%s' {_shq(_CLOUD_CFG)} > \"$1\"/etc/cloud/cloud.cfg.d/99_slurmflox.cfg",
+        "--customize-hook=" + f"printf '%s' {_shq(_FSTAB)} > \"$1\"/etc/fstab",
+        *("--customize-hook=" + h for h in hooks),
+        suite,
+        str(root),
+        mirror,
+    ]
+
+
 def build_debian_test_image(
     cache_dir: Path,
     progress: Callable[[str], None] = print,
@@ -132,26 +155,7 @@ def build_debian_test_image(
     progress(f"building Debian {suite} test image from {mirror} (cached in {cache_dir})")
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".build-") as tmp:
         root = Path(tmp) / "root"
-        hooks = [
-            'rm -f "$1"/etc/ssh/ssh_host_*',
-            ': > "$1"/etc/machine-id',
-            'rm -f "$1"/var/lib/dbus/machine-id',
-            'chroot "$1" systemctl enable systemd-networkd',
-            'chroot "$1" systemctl disable nfs-kernel-server || true',
-            'rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin',
-        ]
-        argv = [
-            "mmdebstrap",
-            "--variant=minbase",
-            "--include=" + ",".join(PACKAGES),
-            "--customize-hook=" + f"printf '%s' {_shq(_CLOUD_CFG)} > \"$1\"/etc/cloud/cloud.cfg.d/99_slurmflox.cfg",
-            "--customize-hook=" + f"printf '%s' {_shq(_FSTAB)} > \"$1\"/etc/fstab",
-            *("--customize-hook=" + h for h in hooks),
-            suite,
-            str(root),
-            mirror,
-        ]
-        _run(argv, "mmdebstrap")
+        _run(_mmdebstrap_argv(suite, root, mirror), "mmdebstrap")
         progress(f"  rootfs ready after {time.monotonic() - t0:.0f}s")
         kernels = sorted((root / "boot").glob("vmlinuz-*"))
         initrds = sorted((root / "boot").glob("initrd.img-*"))

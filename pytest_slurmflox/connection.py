@@ -1,0 +1,147 @@
+"""Live handles onto a target: runners, the Slurm client, Kubernetes, the worker pool, and the capabilities that
+decide which checks can be exercised (the rest SKIP naming what is missing).
+
+The suites see a login runner (the unprivileged user over SSH), optionally an administrative runner, a Slurm
+client, optionally a Kubernetes client and a worker pool, and what the deployment is expected to run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .pool import WorkerPool, WorkerView
+from .run import Observer, Result, Runner, SSHRunner
+from .slurm import SlurmClient
+from .target import Endpoint, Expectations, TargetSpec
+
+
+@dataclass
+class Target:
+    """Live handles onto a target. Built once per session; cheap to share between tests."""
+
+    spec: TargetSpec
+    login: Runner
+    admin: Runner | None
+    slurm: SlurmClient
+    kube: Any | None = None  #: pytest_slurmflox.kube.KubeClient when the target has Kubernetes
+    pool: WorkerView | None = None
+    capabilities: frozenset[str] = frozenset()
+    missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
+
+    @property
+    def expect(self) -> Expectations:
+        return self.spec.expect
+
+    def why_missing(self, capability: str) -> str | None:
+        """None if the capability is present, otherwise the reason it is not."""
+        if capability in self.capabilities:
+            return None
+        return self.missing.get(capability, f"target {self.spec.name!r} lacks capability {capability!r}")
+
+    def close(self) -> None:
+        for runner in (self.login, self.admin):
+            close = getattr(runner, "close", None)
+            if close:
+                close()
+
+
+def _ssh(endpoint: Endpoint, observer: Observer | None) -> SSHRunner:
+    return SSHRunner(
+        host=endpoint.host,
+        port=endpoint.port,
+        user=endpoint.user,
+        key_file=endpoint.key,
+        known_hosts=endpoint.known_hosts,
+        observer=observer,
+        where=f"login({endpoint.host}:{endpoint.port})",
+    )
+
+
+def _probe_slurm(slurm: SlurmClient, caps: set[str], missing: dict[str, str]) -> None:
+    try:
+        slurm.ping()
+        caps.add("slurm")
+    except Exception as exc:  # the reason is kept and shown on every check that needs Slurm
+        missing["slurm"] = f"slurmctld not reachable from the login endpoint: {exc}"
+
+
+def _probe_admin(admin: Runner | None, caps: set[str], missing: dict[str, str]) -> None:
+    if admin is None:
+        missing["admin"] = "the target file names no admin login"
+        return
+    res: Result | None = None
+    try:
+        res = admin.run("id -u")
+    except Exception as exc:
+        missing["admin"] = f"administrative login failed: {exc}"
+    if res is not None and res.ok and res.stdout.strip() == "0":
+        caps.add("admin")
+    elif "admin" not in missing:
+        missing["admin"] = "administrative login is not root"
+
+
+def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str]) -> Any:
+    """The Kubernetes client where the target names one (None otherwise), with the capabilities it proves."""
+    if spec.kubernetes is None:
+        reason = f"target {spec.name!r} ({spec.substrate}) has no Kubernetes API"
+        missing["kubernetes"] = reason
+        missing["flox-shim"] = reason + "; the Flox containerd shim exists only on Kubernetes nodes"
+        return None
+    from .kube import KubeClient
+
+    kube = KubeClient(spec.kubernetes.kubeconfig, spec.kubernetes.context, spec.kubernetes.namespace)
+    if not kube.reachable():
+        missing["kubernetes"] = "the Kubernetes API is not reachable with the given kubeconfig"
+        missing["flox-shim"] = missing["kubernetes"]
+        return kube
+    caps.add("kubernetes")
+    if kube.runtime_class("flox") is not None:
+        caps.add("flox-shim")
+    else:
+        missing["flox-shim"] = "no RuntimeClass 'flox' in the cluster"
+    return kube
+
+
+def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]) -> None:
+    if pool is None:
+        missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
+        missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
+        return
+    caps.add("worker-pool")
+    if isinstance(pool, WorkerPool):
+        caps.add("worker-owner")
+    else:
+        missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
+    if hasattr(pool, "start_isolated_worker"):
+        caps.add("isolated-worker")
+    else:
+        missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
+
+
+def connect(
+    spec: TargetSpec,
+    *,
+    observer: Observer | None = None,
+    pool_factory: Callable[[TargetSpec, Any], WorkerView | None] | None = None,
+) -> Target:
+    """Open runners and clients for a target and work out its capabilities.
+
+    Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
+    ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
+    ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
+    groups need it), ``isolated-worker`` (a throwaway worker can
+    be started with another runtime without touching the cohort: the local substrate).
+    """
+    login = _ssh(spec.login, observer)
+    admin = _ssh(spec.admin, observer) if spec.admin else None
+    slurm = SlurmClient(user=login, admin=admin, partition=spec.partition)
+    caps: set[str] = set()
+    missing: dict[str, str] = {}
+    _probe_slurm(slurm, caps, missing)
+    _probe_admin(admin, caps, missing)
+    kube = _probe_kubernetes(spec, caps, missing)
+    pool = pool_factory(spec, kube) if pool_factory else None
+    _probe_pool(pool, caps, missing)
+    return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)

@@ -1,0 +1,159 @@
+"""The fixtures acceptance checks use: the target and its clients, job submission, evidence, the run id.
+
+The test session reads the target file (``--slurmflox-target``, the one ``--slurmflox-up`` wrote, or the one
+recorded in WORKDIR) and nothing else: it never resolves settings again. A substrate-backed target carries the
+settings it was deployed with, which is what operating its worker pool needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .connection import Target, connect
+from .options import progress_printer, session_state, substrate_options
+from .state import Workdir
+from .target import TargetError, TargetSpec, load_target
+
+
+def _pool_factory(config: pytest.Config):
+    """The owner of the workers: the substrate's pool for a deployment of ours, the NodeSet (read-only: it can list
+    workers but not apply) for a customer's Kubernetes, none for a Slurm-only target."""
+
+    def factory(spec: TargetSpec, kube: Any) -> Any:
+        if spec.substrate in ("local", "qemu") and spec.workdir is not None and spec.deployed is not None:
+            from .substrates import make_substrate
+
+            workdir = Workdir(spec.workdir)
+            options = substrate_options(config)
+            substrate = make_substrate(spec.substrate, spec.deployed, workdir, progress_printer(config), options)
+            if spec.substrate == "local" or kube is not None:
+                return substrate.pool()
+            return None
+        if kube is not None and spec.kubernetes is not None:
+            from .nodeset import NodeSetView
+
+            return NodeSetView(kube, spec.kubernetes.nodeset)
+        return None
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def slurmflox_state(pytestconfig: pytest.Config) -> Any:
+    return session_state(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def target(pytestconfig: pytest.Config) -> Iterator[Target]:
+    """The cluster under test: from --slurmflox-target, --slurmflox-up, or the deployment recorded in WORKDIR."""
+    state = session_state(pytestconfig)
+    if state.target_path is None:
+        raise pytest.UsageError(
+            f"slurmflox: no target. Run with --slurmflox-up[=local|qemu], pass --slurmflox-target=FILE, or bring "
+            f"a deployment up first (none is recorded in {state.workdir.root})."
+        )
+    try:
+        spec = load_target(state.target_path)
+    except TargetError as exc:
+        raise pytest.UsageError(f"slurmflox: {exc}") from None
+    for secret in (spec.login.key, state.workdir.munge_key, state.workdir.kubeconfig):
+        state.evidence.redact.add_file(secret)
+    if spec.kubernetes and spec.kubernetes.kubeconfig:
+        state.evidence.redact.add_file(spec.kubernetes.kubeconfig)
+    live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
+    state.target = live
+    yield live
+    live.close()
+
+
+@pytest.fixture(autouse=True)
+def _slurmflox_evidence(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Collect the commands an acceptance check runs and attach them to its report."""
+    if request.node.get_closest_marker("acceptance") is None:
+        yield
+        return
+    state = session_state(request.config)
+    state.evidence.start()
+    try:
+        yield
+    finally:
+        records = state.evidence.stop()
+        request.node.user_properties.append(("slurmflox_evidence", json.dumps([r.as_dict() for r in records])))
+
+
+def _require(target: Target, capability: str) -> None:
+    why = target.why_missing(capability)
+    if why:
+        pytest.skip(f"missing capability {capability}: {why}")
+
+
+@pytest.fixture(scope="session")
+def slurm(target: Target) -> Any:
+    _require(target, "slurm")
+    return target.slurm
+
+
+@pytest.fixture(scope="session")
+def login(target: Target) -> Any:
+    """The unprivileged user's kept SSH connection to the login endpoint."""
+    return target.login
+
+
+@pytest.fixture(scope="session")
+def admin(target: Target) -> Any:
+    _require(target, "admin")
+    return target.admin
+
+
+@pytest.fixture(scope="session")
+def kube(target: Target) -> Any:
+    _require(target, "kubernetes")
+    return target.kube
+
+
+@pytest.fixture(scope="session")
+def workers(target: Target) -> list[str]:
+    """Slurm node names of the worker cohort: from the pool where one lists them, else the partition's nodes."""
+    _require(target, "slurm")
+    if target.pool is not None:
+        return sorted(w.name for w in target.pool.workers() if w.ready)
+    return target.slurm.partition_nodes()
+
+
+@pytest.fixture
+def submit(request: pytest.FixtureRequest, target: Target) -> Iterator[Any]:
+    """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
+    from .submit import Jobs
+
+    _require(target, "slurm")
+    jobs = Jobs(
+        login=target.login,
+        slurm=target.slurm,
+        run_id=session_state(request.config).run_id,
+        label=request.node.name,
+        partition=target.spec.partition,
+    )
+    yield jobs
+    jobs.cleanup()
+
+
+@pytest.fixture(scope="session")
+def expect(target: Target) -> Any:
+    """What the deployment is expected to run (target file ``expect``)."""
+    return target.expect
+
+
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest) -> list[Any]:
+    """The evidence records collected so far for the running check (every command its runners ran, redacted)."""
+    current = session_state(request.config).evidence.current
+    return current if current is not None else []
+
+
+@pytest.fixture(scope="session")
+def run_id(pytestconfig: pytest.Config) -> str:
+    return session_state(pytestconfig).run_id

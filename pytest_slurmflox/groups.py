@@ -1,0 +1,60 @@
+"""The acceptance groups and the markers: one catalogue that selection, sign-off and reports read.
+
+Kept apart from the plugin so the sign-off logic and the report writers can name groups without importing pytest
+hooks (the plugin imports them, never the other way round).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Acceptance groups in report order. Lifecycle groups are destructive and opt-in.
+GROUPS: dict[str, str] = {
+    "T1": "Flox shim executed on the slurmd CRI sandbox",
+    "T2": "generation-pinned realization inside every worker",
+    "T3": "task-profile initialization complete and consistent",
+    "T4": "ordinary sbatch, no per-job Kubernetes object",
+    "T5": "interactive and multi-step Slurm work",
+    "T6": "multi-node MPI (pmix)",
+    "T7": "arrays, dependencies, hold/release, scancel, time limits",
+    "T8": "resources and process cleanup",
+    "T9": "shared storage and the login endpoint",
+    "T10": "worker safety, isolation and placement",
+    "T11": "runtime-revision consistency",
+    "TP": "task-environment provenance across export modes",
+    "TI": "unprivileged identity end to end",
+    "TF": "failure isolation of an unrealizable runtime",
+    "TW": "customer workload corpus",
+    "T11R": "rerun idempotency and incomplete-maintenance recovery",
+    "T11U": "live whole-cohort runtime update",
+    "T11C": "CPU-capacity revision and stale node-record cleanup",
+    "T11F": "a failed runtime revision stays unavailable",
+}
+DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F"})
+#: Groups whose SKIP fails a sign-off (TW only exists when a workload corpus is given).
+REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GROUPS)
+
+MARKERS = {
+    "acceptance": "an acceptance check against a target (selected with -m acceptance)",
+    **{group: f"acceptance group {group}: {text}" for group, text in GROUPS.items()},
+    "destructive": "mutates or disrupts the worker deployment; runs only when asked for",
+    "needs_kube": "needs the target's Kubernetes API (SKIPs naming it otherwise)",
+    "needs_flox": "needs the Flox containerd shim (SKIPs naming it otherwise)",
+    "integration": "project test: needs root and the embedded local substrate",
+    "kvm": "project test: boots QEMU VMs (KVM where it works, TCG otherwise)",
+}
+
+
+def item_group(item: Any) -> str | None:
+    """The acceptance group a collected test belongs to (its first group marker), None for other tests."""
+    for mark in item.iter_markers():
+        if mark.name in GROUPS:
+            return str(mark.name)
+    return None
+
+
+def parse_groups(text: str | None) -> list[str] | None:
+    """``--slurmflox-groups`` as a list (None when not given)."""
+    if not text:
+        return None
+    return [group.strip() for group in text.split(",") if group.strip()]

@@ -1,0 +1,215 @@
+"""The option table, its one precedence, and the session state every hook reads.
+
+Every option is a CLI flag, an environment variable and an ini key, with one precedence:
+CLI flag > environment variable > ini key > default. Runtime *settings* (WORKER_*, NODES, ...) follow the same
+order with one more layer, the persisted ``worker-revision.env`` between environment and ini (see settings.py);
+:func:`resolve_settings` applies it once per invocation and the result travels down from there.
+
+Everything the plugin knows during a run lives in ``config.stash`` (:class:`SessionState`); nothing is kept in
+module globals, so several pytest sessions in one process (pytester) never see each other's state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .evidence import EvidenceLog
+from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
+from .state import Workdir, WorkerRevisionFile
+
+SUBSTRATE_CHOICES = ("local", "qemu")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One plugin option: its flag (without the leading dashes), help, kind (str | bool | up) and default."""
+
+    name: str
+    help: str
+    kind: str = "str"
+    default: Any = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return self.dest.upper()
+
+    @property
+    def ini(self) -> str:
+        return self.dest
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "slurmflox-up",
+        "provision (or converge) a substrate, then run the selected tests: local (default) or qemu",
+        kind="up",
+    ),
+    Option("slurmflox-status", "report the recorded deployment's state and exit", kind="bool"),
+    Option("slurmflox-down", "stop the recorded deployment, keeping its state, and exit", kind="bool"),
+    Option("slurmflox-destroy", "remove the recorded deployment's nodes and state (caches kept) and exit", kind="bool"),
+    Option(
+        "slurmflox-strip-secrets", "remove keys, kubeconfig, seeds and disks from the work dir and exit", kind="bool"
+    ),
+    Option("slurmflox-target", "target file (YAML) of an existing cluster; nothing is provisioned"),
+    Option("slurmflox-groups", "comma-separated acceptance groups to run, e.g. T3,T5,TP,TI"),
+    Option("slurmflox-destructive", "allow the destructive lifecycle groups (T11R/U/C/F)", kind="bool"),
+    Option("slurmflox-signoff", "sign-off mode: a SKIP of a required group fails the run", kind="bool"),
+    Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
+    Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
+    Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
+    # substrate knobs: how this host runs a substrate, not what the cluster is (so not settings)
+    Option(
+        "slurmflox-qemu-image", "qemu substrate: a local base image (with optional .boot.json) instead of BASE_IMAGE"
+    ),
+    Option("slurmflox-qemu-accel", "qemu substrate: accelerator auto (KVM, else TCG), kvm or tcg", default="auto"),
+    Option(
+        "slurmflox-qemu-restrict", "qemu substrate: isolate guests (only the port forwards reach them)", kind="bool"
+    ),
+    Option("slurmflox-local-cache", "local substrate: node image cache directory (default /var/cache/slurmflox)"),
+)
+OPTIONS_BY_DEST = {option.dest: option for option in OPTIONS}
+
+
+def truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _from_text(option: Option, text: str) -> Any:
+    if option.kind == "bool":
+        return truthy(text)
+    if option.kind == "up":
+        return text if text in SUBSTRATE_CHOICES else ("local" if truthy(text) else None)
+    return text
+
+
+def get_option(config: pytest.Config, dest: str) -> Any:
+    """CLI > env > ini > default for one plugin option."""
+    option = OPTIONS_BY_DEST[dest]
+    cli = config.getoption(dest)
+    if cli not in (None, False):
+        return cli
+    env = os.environ.get(option.env)
+    if env not in (None, ""):
+        return _from_text(option, str(env))
+    ini = config.getini(option.ini)
+    if ini not in (None, ""):
+        return _from_text(option, str(ini))
+    return option.default if option.kind != "bool" else False
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every option and every setting as flag + ini key (the env var is named in the help)."""
+    group = parser.getgroup("slurmflox", "slurmflox: provision and sign off Slurm-on-Kubernetes with Flox")
+    for option in OPTIONS:
+        text = f"{option.help} [env {option.env}, ini {option.ini}]"
+        if option.kind == "bool":
+            group.addoption(f"--{option.name}", action="store_true", default=None, dest=option.dest, help=text)
+        elif option.kind == "up":
+            group.addoption(
+                f"--{option.name}",
+                nargs="?",
+                const="local",
+                default=None,
+                choices=SUBSTRATE_CHOICES,
+                dest=option.dest,
+                metavar="SUBSTRATE",
+                help=text,
+            )
+        else:
+            group.addoption(f"--{option.name}", default=None, dest=option.dest, help=text)
+        parser.addini(option.ini, option.help, type="string", default=None)
+    for spec in KEYS:
+        group.addoption(
+            spec.flag,
+            default=None,
+            dest=spec.dest,
+            metavar=spec.key,
+            help=f"setting {spec.key}: {spec.help} (default {spec.default!r}) [env {spec.env}, ini {spec.ini}]",
+        )
+        parser.addini(spec.ini, f"setting {spec.key}: {spec.help}", type="string", default=None)
+
+
+# ------------------------------------------------------------------------------------------------ settings
+def raw_settings(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """(cli, ini) raw setting values; None where a source does not give the key."""
+    cli = {spec.key: config.getoption(spec.dest) for spec in KEYS}
+    ini = {spec.key: config.getini(spec.ini) for spec in KEYS}
+    return cli, ini
+
+
+def workdir_of(config: pytest.Config) -> Workdir:
+    """WORKDIR resolved ahead of the rest (the persisted settings live inside it), made absolute against the
+    invocation directory."""
+    cli, ini = raw_settings(config)
+    raw = cli["WORKDIR"] or os.environ.get("WORKDIR") or ini["WORKDIR"] or KEYS_BY_NAME["WORKDIR"].default
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = Path(config.invocation_params.dir) / path
+    return Workdir(path.resolve())
+
+
+def resolve_settings(config: pytest.Config, workdir: Workdir, substrate: str | None) -> Resolved:
+    """The one resolution of settings in an invocation (CLI > env > persisted > ini > defaults), with WORKDIR
+    the absolute work dir. Raises :class:`~pytest_slurmflox.settings.SettingsError`."""
+    cli, ini = raw_settings(config)
+    cli["WORKDIR"] = str(workdir.root)
+    persisted = WorkerRevisionFile(workdir.worker_revision_env).read()
+    return resolve(cli=cli, env=os.environ, persisted=persisted, config=ini, substrate=substrate)
+
+
+def substrate_options(config: pytest.Config) -> SubstrateOptions:
+    """The option table's substrate rows, resolved once for :func:`~pytest_slurmflox.substrates.make_substrate`."""
+    image = get_option(config, "slurmflox_qemu_image")
+    cache = get_option(config, "slurmflox_local_cache")
+    return SubstrateOptions(
+        qemu_image=Path(image).expanduser() if image else None,
+        qemu_accel=str(get_option(config, "slurmflox_qemu_accel")),
+        qemu_restrict=bool(get_option(config, "slurmflox_qemu_restrict")),
+        local_cache=Path(cache).expanduser() if cache else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ state
+@dataclass
+class SessionState:
+    """Everything the plugin holds for one pytest session (kept in ``config.stash``)."""
+
+    run_id: str
+    workdir: Workdir
+    substrate: str | None = None
+    resolved: Resolved | None = None
+    target_path: Path | None = None
+    target_source: str = ""  #: how the target was found: --slurmflox-target, --slurmflox-up, recorded
+    target: Any = None  #: target.Target once connected
+    evidence: EvidenceLog = field(default_factory=EvidenceLog)
+    started: float = field(default_factory=time.monotonic)
+    deselected: dict[str, int] = field(default_factory=dict)
+
+
+STATE = pytest.StashKey[SessionState]()
+
+
+def session_state(config: pytest.Config) -> SessionState:
+    return config.stash[STATE]
+
+
+def progress_printer(config: pytest.Config) -> Any:
+    """One timestamped line per step of long work, on pytest's terminal."""
+    state = session_state(config)
+    writer = config.get_terminal_writer()
+
+    def say(message: str) -> None:
+        writer.line(f"[slurmflox {time.monotonic() - state.started:7.1f}s] {message}")
+        writer.flush()
+
+    return say

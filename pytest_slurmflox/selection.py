@@ -1,0 +1,119 @@
+"""Which collected tests run: acceptance checks only when asked for, destructive groups only when named or
+allowed, TW checks only with a workload corpus, and the project's own tests never in a target run without paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
+from .options import get_option
+
+NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
+NOT_REQUESTED = "acceptance not requested (use -m acceptance, --slurmflox-groups or a target)"
+
+
+def mark_tokens(config: pytest.Config) -> set[str]:
+    expr = config.option.markexpr or ""
+    return set(expr.replace("(", " ").replace(")", " ").split())
+
+
+def acceptance_requested(config: pytest.Config) -> bool:
+    """Asked for by marker (``-m acceptance``, ``-m T3``), by group list, or by naming a target to test."""
+    return bool(
+        mark_tokens(config) & ({"acceptance"} | set(GROUPS))
+        or get_option(config, "slurmflox_groups")
+        or get_option(config, "slurmflox_target")
+        or get_option(config, "slurmflox_up")
+    )
+
+
+def selects_a_target_run(config: pytest.Config) -> bool:
+    """A slurmflox selection option (``--slurmflox-up``, ``--slurmflox-target``, ``--slurmflox-groups``) without
+    paths of the user's own runs acceptance checks only: in the checkout, testpaths would otherwise also collect
+    the project's tests. Paths the user names (``tests``, ``--pyargs pytest_slurmflox.suites``) are honoured."""
+    selecting = any(get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups"))
+    return selecting and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+def reports_wanted(config: pytest.Config) -> bool:
+    """Whether this invocation runs acceptance checks (decided at configure time, when pytest-html and junitxml
+    read their output paths): a target, a substrate, groups, sign-off, or a mark expression naming acceptance."""
+    for dest in ("slurmflox_target", "slurmflox_up", "slurmflox_groups", "slurmflox_signoff"):
+        if get_option(config, dest):
+            return True
+    tokens = re.findall(r"[A-Za-z0-9_]+", config.option.markexpr or "")
+    return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")
+
+
+def wanted_groups(config: pytest.Config) -> set[str] | None:
+    """``--slurmflox-groups`` as a set; an unknown group is a usage error."""
+    named = parse_groups(get_option(config, "slurmflox_groups"))
+    if not named:
+        return None
+    unknown = sorted(set(named) - set(GROUPS))
+    if unknown:
+        raise pytest.UsageError(
+            f"--slurmflox-groups: unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}"
+        )
+    return set(named)
+
+
+@dataclass
+class Selection:
+    """The selection rules of one invocation, decided once from the options."""
+
+    wanted: set[str] | None
+    named_destructive: frozenset[str]
+    allow_destructive: bool
+    requested: bool
+    target_run: bool
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: pytest.Config, substrate: str | None) -> Selection:
+        wanted = wanted_groups(config)
+        allow = bool(get_option(config, "slurmflox_destructive"))
+        named = (DESTRUCTIVE_GROUPS & mark_tokens(config)) | ((wanted or set()) & DESTRUCTIVE_GROUPS)
+        if named and substrate == "existing" and not allow:
+            raise pytest.UsageError(
+                f"destructive group(s) {', '.join(sorted(named))} against an existing cluster need "
+                "--slurmflox-destructive"
+            )
+        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config))
+
+    def why_dropped(self, item: Any) -> str | None:
+        """None to keep the item, else the reason it is deselected."""
+        if item.get_closest_marker("acceptance") is None:
+            return NOT_ACCEPTANCE if self.target_run else None
+        group = item_group(item)
+        if not self.requested:
+            return NOT_REQUESTED
+        if self.wanted is not None and group not in self.wanted:
+            return "group not in --slurmflox-groups"
+        if group in DESTRUCTIVE_GROUPS and group not in self.named_destructive and not self.allow_destructive:
+            return "destructive group not asked for"
+        return None
+
+    def split(self, items: Iterable[Any]) -> tuple[list[Any], list[Any]]:
+        """(kept, dropped), counting each reason in :attr:`reasons`."""
+        keep, drop = [], []
+        for item in items:
+            reason = self.why_dropped(item)
+            if reason is None:
+                keep.append(item)
+            else:
+                drop.append(item)
+                self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        return keep, drop
+
+
+def is_workload_check(marks: Iterable[Any]) -> bool:
+    """A TW acceptance check: it exists only when a workload corpus is given."""
+    names = {getattr(mark, "name", None) for mark in marks}
+    return {"TW", "acceptance"} <= names

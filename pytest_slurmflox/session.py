@@ -1,0 +1,161 @@
+"""The stateful part of the plugin: one :class:`SlurmfloxSession` per pytest config, registered in
+``pytest_configure`` (as pytest-xdist registers its ``DSession``), holding what one invocation decided.
+
+It locates or provisions the target once (on the xdist controller, before workers start), teaches the redactor the
+deployment's secrets in every process, applies the selection rules, and reports the live target's facts once per
+process. Settings are resolved at most once per invocation (``--slurmflox-up``); a test session reads the target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .environment import target_facts
+from .groups import item_group
+from .options import SessionState, get_option, progress_printer, resolve_settings
+from .report import load_spec
+from .secrets import secret_files
+from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
+from .settings import SettingsError, SubstrateOptions
+
+
+def _marks(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+class SlurmfloxSession:
+    def __init__(self, config: pytest.Config, state: SessionState, options: SubstrateOptions) -> None:
+        self.config = config
+        self.state = state
+        self.options = options
+        self.workloads_given = bool(get_option(config, "slurmflox_workloads"))
+        self.facts_sent = False
+
+    # -- the target ---------------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Provision once (on the xdist controller, before workers start) and locate the target."""
+        if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
+            self._locate_target()
+        for path in secret_files(self.state.workdir, load_spec(self.state.target_path)):
+            self.state.evidence.redact.add_file(path)
+
+    def _locate_target(self) -> None:
+        state = self.state
+        target_option = get_option(self.config, "slurmflox_target")
+        up = get_option(self.config, "slurmflox_up")
+        if target_option and up:
+            raise pytest.UsageError("--slurmflox-target and --slurmflox-up exclude each other")
+        if target_option:
+            state.target_path = Path(target_option).expanduser().resolve()
+            state.target_source, state.substrate = "--slurmflox-target", "existing"
+        elif up:
+            self._provision(up)
+        else:
+            record = state.workdir.read_deployment()
+            if record and record.get("target"):
+                state.target_path = Path(record["target"])
+                state.substrate = record.get("substrate")
+                state.target_source = f"recorded in {state.workdir.deployment}"
+
+    def _provision(self, substrate_name: str) -> None:
+        from .deploy import DeployError, up
+        from .substrates import SubstrateUnavailable
+
+        state = self.state
+        try:
+            state.resolved = resolve_settings(self.config, state.workdir, substrate_name)
+        except SettingsError as exc:
+            raise pytest.UsageError(f"slurmflox: {exc} (nothing was changed)") from None
+        state.substrate = substrate_name
+        say = progress_printer(self.config)
+        try:
+            deployed = up(substrate_name, state.resolved, state.workdir, self.options, say, state.evidence)
+        except (SubstrateUnavailable, DeployError) as exc:
+            raise pytest.UsageError(f"slurmflox: {exc}") from None
+        state.target_path = deployed.target_path
+        state.target_source = f"--slurmflox-up={substrate_name}"
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        state = self.state
+        lines = [f"slurmflox: run {state.run_id}, work dir {state.workdir.root}"]
+        if state.target_path is None:
+            return [*lines, self._settings_line()]
+        lines.append(
+            f"slurmflox: target {state.target_path} ({state.target_source}), substrate {state.substrate or 'unknown'}"
+        )
+        from .target import TargetError, load_target
+
+        try:
+            spec = load_target(state.target_path)
+        except TargetError as exc:
+            return [*lines, f"slurmflox: target file unreadable: {exc}"]
+        expect = spec.expect
+        return [
+            *lines,
+            f"slurmflox: expected runtime revision {expect.revision} ({expect.environment}, {expect.image})",
+        ]
+
+    def _settings_line(self) -> str:
+        """Without a target, the revision the current settings would deploy (the only resolution of this run)."""
+        from .revision import runtime_revision
+
+        state = self.state
+        try:
+            resolved = state.resolved or resolve_settings(self.config, state.workdir, state.substrate or "local")
+        except SettingsError as exc:
+            return f"slurmflox: settings invalid: {exc}"
+        state.resolved = resolved
+        return f"slurmflox: no target; runtime revision of current settings {runtime_revision(resolved.settings)}"
+
+    # -- selection ----------------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector: Any, name: str, obj: object) -> list[Any] | None:
+        """Without --slurmflox-workloads a TW acceptance check yields no items at all: not SKIPped, not
+        deselected, not even counted as collected (the TW group does not exist in such a run)."""
+        if not callable(obj) or not name.startswith("test") or self.workloads_given:
+            return None
+        module = getattr(collector, "module", None)
+        marks = [*_marks(getattr(module, "pytestmark", [])), *_marks(getattr(obj, "pytestmark", []))]
+        return [] if is_workload_check(marks) else None
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
+        """Acceptance checks run only when asked for; destructive groups only when named or allowed."""
+        if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
+            items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
+        selection = Selection.of(self.config, self.state.substrate)
+        keep, drop = selection.split(items)
+        if drop:
+            self.config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+        self.state.deselected = selection.reasons
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        group = item_group(item)
+        if group and call.when == "setup":
+            report.user_properties.append(("slurmflox_group", group))
+        if call.when == "teardown" and not self.facts_sent and self.state.target is not None:
+            self.facts_sent = True
+            report.user_properties.append(("slurmflox_facts", json.dumps(target_facts(self.state.target))))
+        return report
+
+    # -- the end ------------------------------------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """``--slurmflox-up`` with nothing selected is a provisioning run: success, not "no tests ran"."""
+        provisioned = get_option(self.config, "slurmflox_up") and self.state.target_path
+        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
+            session.exitstatus = pytest.ExitCode.OK
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for reason, count in self.state.deselected.items():
+            what = "test(s)" if reason == NOT_ACCEPTANCE else "acceptance check(s)"
+            terminalreporter.write_line(f"slurmflox: {count} {what} deselected: {reason}")

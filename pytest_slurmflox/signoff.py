@@ -1,0 +1,249 @@
+"""Sign-off: folding test reports into checks, and the verdict over the acceptance groups.
+
+Why checks are folded from test *reports* only: under pytest-xdist the controller never runs a check, so
+everything it decides comes from what the workers serialize (``user_properties``). The same code path then serves
+a single-process run.
+
+A SKIP is never a PASS: a group is PASS only when every one of its checks passed. With ``--slurmflox-signoff`` a
+required group that skipped, failed or did not run makes the verdict NOT SIGNED OFF.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .groups import GROUPS, REQUIRED_GROUPS
+
+PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
+SIGNED_OFF, NOT_SIGNED_OFF = "SIGNED OFF", "NOT SIGNED OFF"
+NO_GROUP = "-"
+#: Evidence that cannot be parsed keeps this many characters of its text.
+EXCERPT = 1500
+
+
+# ------------------------------------------------------------------------------------------------ checks
+@dataclass
+class Check:
+    """One acceptance check, folded from its setup/call/teardown reports."""
+
+    nodeid: str
+    group: str | None = None
+    verdict: str = PASS
+    phase: str = "call"  #: the phase that decided a non-PASS verdict
+    reason: str = ""  #: skip reason, or the first line of the failure
+    failure: str = ""  #: full failure text (redacted)
+    duration: float = 0.0
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def requirement_id(self) -> str:
+        """Group plus node id: stable across runs, and says which requirement the check stands for."""
+        return f"{self.group or NO_GROUP}:{self.nodeid}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requirement_id": self.requirement_id,
+            "group": self.group,
+            "nodeid": self.nodeid,
+            "verdict": self.verdict,
+            "phase": self.phase,
+            "skip_reason": self.reason if self.verdict == SKIP else None,
+            "failure": (self.failure or self.reason) if self.verdict == FAIL else None,
+            "duration": round(self.duration, 4),
+            "evidence": self.evidence,
+        }
+
+
+def report_properties(report: Any) -> list[tuple[str, Any]]:
+    return [(p[0], p[1]) for p in getattr(report, "user_properties", []) or [] if len(p) == 2]
+
+
+def skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return reason.removeprefix("Skipped: ")
+
+
+def failure_line(report: Any) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return "failed"
+
+
+@dataclass
+class CheckCollector:
+    """Folds the stream of test reports into :class:`Check` objects, in the order checks started."""
+
+    checks: dict[str, Check] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)  #: target facts reported by whichever process had them
+    collect_errors: list[str] = field(default_factory=list)
+
+    def add(self, report: Any) -> Check:
+        check = self.checks.setdefault(report.nodeid, Check(nodeid=report.nodeid))
+        check.duration += float(getattr(report, "duration", 0.0) or 0.0)
+        for name, value in report_properties(report):
+            if name == "slurmflox_group":
+                check.group = str(value)
+            elif name == "slurmflox_evidence" and isinstance(value, str):
+                try:
+                    check.evidence.extend(json.loads(value))
+                except ValueError:
+                    check.evidence.append({"command": "(unreadable evidence)", "stdout": value[:EXCERPT]})
+            elif name == "slurmflox_facts" and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    self.facts.update({str(k): str(v) for k, v in json.loads(value).items()})
+        xfail = getattr(report, "wasxfail", None)
+        if report.when == "setup":
+            if report.failed:
+                check.verdict, check.phase = FAIL, "setup"
+                check.reason, check.failure = "error in setup: " + failure_line(report), report.longreprtext
+            elif report.skipped:
+                check.verdict, check.phase, check.reason = SKIP, "setup", skip_reason(report)
+        elif report.when == "call":
+            if report.failed:
+                check.verdict, check.phase = FAIL, "call"
+                check.reason, check.failure = failure_line(report), report.longreprtext
+            elif report.skipped:
+                check.verdict, check.phase = SKIP, "call"
+                check.reason = f"expected failure: {xfail}" if xfail is not None else skip_reason(report)
+        elif report.when == "teardown" and report.failed and check.verdict != FAIL:
+            check.verdict, check.phase = FAIL, "teardown"
+            check.reason, check.failure = "error in teardown: " + failure_line(report), report.longreprtext
+        return check
+
+    def group_of(self, nodeid: str) -> str | None:
+        check = self.checks.get(nodeid)
+        return check.group if check else None
+
+
+# ------------------------------------------------------------------------------------------------ sign-off
+@dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    title: str
+    required: bool
+    verdict: str
+    counts: Mapping[str, int]
+    reasons: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "title": self.title,
+            "required": self.required,
+            "verdict": self.verdict,
+            "counts": dict(self.counts),
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True)
+class SignOff:
+    requested: bool
+    verdict: str
+    groups: tuple[GroupSummary, ...]
+    reasons: tuple[str, ...]  #: why it is not signed off (empty when it is)
+    required: tuple[str, ...]
+
+    @property
+    def signed(self) -> bool:
+        return self.verdict == SIGNED_OFF
+
+
+def group_verdict(checks: Iterable[Check]) -> str:
+    verdicts = [c.verdict for c in checks]
+    if not verdicts:
+        return NOT_RUN
+    if FAIL in verdicts:
+        return FAIL
+    if SKIP in verdicts:
+        return SKIP
+    return PASS
+
+
+def _group_reasons(checks: list[Check]) -> tuple[str, ...]:
+    reasons: dict[str, int] = {}
+    for check in checks:
+        if check.verdict == FAIL:
+            reasons[f"FAIL {check.nodeid.rsplit('::', 1)[-1]}: {check.reason}"] = 1
+        elif check.verdict == SKIP:
+            key = f"SKIP: {check.reason}"
+            reasons[key] = reasons.get(key, 0) + 1
+    return tuple(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
+
+
+def decide(
+    checks: Iterable[Check],
+    *,
+    requested: bool,
+    named_groups: Iterable[str] | None = None,
+    workloads_given: bool = False,
+    collect_errors: Iterable[str] = (),
+) -> SignOff:
+    """The sign-off verdict.
+
+    Required groups are :data:`groups.REQUIRED_GROUPS` that were selected: those named by ``--slurmflox-groups``
+    when given, else those that had checks in this run. TW is required only when a workload corpus was given (its
+    checks do not exist otherwise). Signed off only if every required group PASSed (a SKIP is not a PASS), nothing
+    failed anywhere and nothing failed to collect.
+    """
+    checks = list(checks)
+    by_group: dict[str, list[Check]] = {}
+    for check in checks:
+        by_group.setdefault(check.group or NO_GROUP, []).append(check)
+    selected = set(named_groups) if named_groups is not None else set(by_group)
+    required = tuple(g for g in REQUIRED_GROUPS if g in selected and (g != "TW" or workloads_given))
+    order = [g for g in GROUPS if g in by_group or g in required] + ([NO_GROUP] if NO_GROUP in by_group else [])
+    groups = []
+    for g in order:
+        members = by_group.get(g, [])
+        counts = {v: sum(1 for c in members if c.verdict == v) for v in (PASS, FAIL, SKIP)}
+        reasons = _group_reasons(members) or (("no check of this group ran",) if not members else ())
+        groups.append(
+            GroupSummary(
+                group=g,
+                title=GROUPS.get(g, "acceptance checks without a group"),
+                required=g in required,
+                verdict=group_verdict(members),
+                counts=counts,
+                reasons=reasons,
+            )
+        )
+    why: list[str] = [f"collection error: {e}" for e in collect_errors]
+    if not required:
+        why.append("no required acceptance group was run")
+    for summary in groups:
+        if summary.required and summary.verdict != PASS:
+            why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))
+        elif not summary.required and summary.verdict == FAIL:
+            why.append(f"group {summary.group} FAILED: " + "; ".join(summary.reasons))
+    return SignOff(
+        requested=requested,
+        verdict=NOT_SIGNED_OFF if why else SIGNED_OFF,
+        groups=tuple(groups),
+        reasons=tuple(why),
+        required=required,
+    )
+
+
+def summary_lines(signoff: SignOff, run_id: str) -> list[str]:
+    """The sign-off summary as terminal lines."""
+    lines = []
+    for g in signoff.groups:
+        c = g.counts
+        mark = "*" if g.required else " "
+        lines.append(
+            f"{mark}{g.group:<5} {g.verdict:<8} pass {c[PASS]:>2}  fail {c[FAIL]:>2}  skip {c[SKIP]:>2}  {g.title}"
+        )
+        lines.extend(f"         {reason}" for reason in g.reasons)
+    mode = "sign-off requested" if signoff.requested else "sign-off not requested (--slurmflox-signoff)"
+    lines.append(f"verdict for run {run_id}: {signoff.verdict} ({mode}; * = required group)")
+    lines.extend(f"  - {reason}" for reason in signoff.reasons)
+    return lines
