@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from . import fixtures
-from .groups import MARKERS, parse_groups
+from .groups import MARKERS
 from .options import STATE, SessionState, add_options, get_option, session_state, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
 from .selection import reports_wanted
@@ -87,7 +87,6 @@ def _register_report_writer(config: pytest.Config, state: SessionState) -> None:
         config.option.xmlpath = str(paths.junit)
     request = SignoffRequest(
         requested=bool(get_option(config, "slurmflox_signoff")),
-        named_groups=parse_groups(get_option(config, "slurmflox_groups")),
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
     )
     config.pluginmanager.register(ReportWriter(config, paths, state, request), "slurmflox-report")

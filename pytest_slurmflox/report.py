@@ -24,7 +24,7 @@ import pytest
 
 from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, scrub, summary_html
 from .environment import FACT_ROWS, target_metadata
-from .groups import GROUPS
+from .groups import GROUPS, item_group
 from .options import SessionState
 from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from .signoff import EXCERPT, Check, CheckCollector, SignOff, decide, failure_line, report_properties, summary_lines
@@ -47,11 +47,13 @@ def load_spec(path: Path | None) -> TargetSpec | None:
 
 @dataclass(frozen=True)
 class SignoffRequest:
-    """What the user asked of the verdict: sign-off mode, the named groups, whether a workload corpus exists."""
+    """What the user asked of the verdict: sign-off mode and whether a workload corpus exists."""
 
     requested: bool
-    named_groups: list[str] | None
     workloads_given: bool
+
+
+DESELECTED = "deselected by this run's selection (-m, -k or --slurmflox-groups)"
 
 
 class ReportWriter:
@@ -67,6 +69,8 @@ class ReportWriter:
         self.signoff: SignOff | None = None
         self.html_report: Any = None
         self.started = time.time()
+        #: group -> why its checks were deselected in this process (-m, -k, --slurmflox-groups, destructive)
+        self.deselected_groups: dict[str, str] = {}
 
     @property
     def redact(self) -> Redactor:
@@ -103,6 +107,16 @@ class ReportWriter:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
         self._update_metadata()
+
+    def pytest_deselected(self, items: list[Any]) -> None:
+        """Remember which groups this run's selection left out, so the verdict says NOT RUN and why (under xdist
+        the workers deselect; the controller then names no reason, and the group is still NOT RUN)."""
+        for item in items:
+            group = item_group(item)
+            if group and item.get_closest_marker("acceptance") is not None:
+                self.deselected_groups.setdefault(
+                    group, "deselected by this run's selection (-m, -k or --slurmflox-groups)"
+                )
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -156,9 +170,9 @@ class ReportWriter:
         self.signoff = decide(
             checks,
             requested=self.request.requested,
-            named_groups=self.request.named_groups,
             workloads_given=self.request.workloads_given,
             collect_errors=self.collector.collect_errors,
+            deselected=self.deselected_groups,
         )
         self._update_metadata()
         if self.html_report is not None:

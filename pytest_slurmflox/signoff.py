@@ -183,29 +183,32 @@ def decide(
     checks: Iterable[Check],
     *,
     requested: bool,
-    named_groups: Iterable[str] | None = None,
+    required_groups: Iterable[str] = REQUIRED_GROUPS,
     workloads_given: bool = False,
     collect_errors: Iterable[str] = (),
+    deselected: Mapping[str, str] | None = None,
 ) -> SignOff:
-    """The sign-off verdict.
+    """The sign-off verdict over the whole requirement set.
 
-    Required groups are :data:`groups.REQUIRED_GROUPS` that were selected: those named by ``--slurmflox-groups``
-    when given, else those that had checks in this run. TW is required only when a workload corpus was given (its
-    checks do not exist otherwise). Signed off only if every required group PASSed (a SKIP is not a PASS), nothing
-    failed anywhere and nothing failed to collect.
+    Every required group is listed, run or not: ``required_groups`` (by default :data:`groups.REQUIRED_GROUPS`;
+    TW only when a workload corpus was given, its checks do not exist otherwise). A required group with no check in
+    this run (deselected by ``-m``, ``-k`` or ``--slurmflox-groups``, or never collected) is NOT RUN, naming why
+    when ``deselected`` (group -> reason) knows. Signed off only if every required group PASSed (SKIP and NOT RUN
+    are not PASS), nothing failed anywhere and nothing failed to collect.
     """
     checks = list(checks)
+    deselected = deselected or {}
     by_group: dict[str, list[Check]] = {}
     for check in checks:
         by_group.setdefault(check.group or NO_GROUP, []).append(check)
-    selected = set(named_groups) if named_groups is not None else set(by_group)
-    required = tuple(g for g in REQUIRED_GROUPS if g in selected and (g != "TW" or workloads_given))
+    required = tuple(g for g in required_groups if g != "TW" or workloads_given)
     order = [g for g in GROUPS if g in by_group or g in required] + ([NO_GROUP] if NO_GROUP in by_group else [])
     groups = []
     for g in order:
         members = by_group.get(g, [])
         counts = {v: sum(1 for c in members if c.verdict == v) for v in (PASS, FAIL, SKIP)}
-        reasons = _group_reasons(members) or (("no check of this group ran",) if not members else ())
+        not_run = deselected.get(g, "no check of this group ran (deselected or not collected)")
+        reasons = _group_reasons(members) or ((not_run,) if not members else ())
         groups.append(
             GroupSummary(
                 group=g,
@@ -217,8 +220,8 @@ def decide(
             )
         )
     why: list[str] = [f"collection error: {e}" for e in collect_errors]
-    if not required:
-        why.append("no required acceptance group was run")
+    if not checks:
+        why.append("no acceptance check was run")
     for summary in groups:
         if summary.required and summary.verdict != PASS:
             why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
+from pytest_slurmflox.groups import REQUIRED_GROUPS
 from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
 from pytest_slurmflox.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
@@ -167,10 +168,32 @@ def test_artifacts_exist_and_validate(pytester, site):
     assert "slurmflox sign-off summary" in out and f"verdict for run r-all: {NOT_SIGNED_OFF}" in out
 
 
+EVERY_GROUP = "import pytest\n\npytestmark = pytest.mark.acceptance\n\n" + "".join(
+    f"@pytest.mark.{group}\ndef test_every_group_{group.lower()}():\n    pass\n\n"
+    for group in REQUIRED_GROUPS
+    if group != "TW"
+)
+
+
 def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
-    ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "pass_with")
+    pytester.makepyfile(test_every=EVERY_GROUP)
+    ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "every_group")
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
-    assert evidence["run"]["verdict"] == SIGNED_OFF and evidence["run"]["required_groups"] == ["T3"]
+    assert evidence["run"]["verdict"] == SIGNED_OFF
+    assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g != "TW"]
+    assert validate_evidence(paths.evidence) == []
+
+
+def test_a_required_group_left_out_by_k_is_not_run_and_blocks_signoff(pytester, site):
+    """#11 item 5: the verdict covers every required group; one deselected by -k is NOT RUN, naming why."""
+    pytester.makepyfile(test_every=EVERY_GROUP)
+    res, paths, evidence = run(pytester, site, "r-k", "--slurmflox-signoff", "-k", "every_group and not t9")
+    assert res.ret != pytest.ExitCode.OK
+    groups = {g["group"]: g for g in evidence["groups"]}
+    assert groups["T9"]["verdict"] == "NOT RUN" and groups["T9"]["required"]
+    assert "deselected by this run's selection" in groups["T9"]["reasons"][0]
+    assert evidence["run"]["verdict"] == NOT_SIGNED_OFF
+    assert any(r.startswith("required group T9 is NOT RUN") for r in evidence["run"]["verdict_reasons"])
     assert validate_evidence(paths.evidence) == []
 
 
@@ -224,7 +247,7 @@ def test_a_secret_planted_during_a_run_fails_the_run(pytester, site, monkeypatch
     monkeypatch.setenv("SFX_PLANT", str(paths.root / "planted.txt"))
     res, _, evidence = run(pytester, site, "r-plant", "-k", "plants_a_secret")
     out = res.stdout.str()
-    assert evidence["run"]["verdict"] == SIGNED_OFF  # the check itself passed ...
+    assert _checks(evidence)["test_plants_a_secret_in_the_reports"]["verdict"] == "PASS"  # the check passed ...
     assert "SECRET LEAK" in out and "planted.txt" in out and "munge.key" in out
     assert res.ret != pytest.ExitCode.OK  # ... but the run fails on the leak
 
@@ -241,7 +264,7 @@ def test_a_secret_planted_after_an_earlier_in_process_run_is_found(pytester, sit
     monkeypatch.setenv("SFX_PLANT", str(paths.root / "planted.txt"))
     res, _, evidence = run(pytester, site, "r-plant-after", "-k", "plants_a_secret")
     out = res.stdout.str()
-    assert evidence["run"]["verdict"] == SIGNED_OFF
+    assert _checks(evidence)["test_plants_a_secret_in_the_reports"]["verdict"] == "PASS"
     assert "SECRET LEAK" in out and "planted.txt" in out and "content of munge.key (base64)" in out
     assert "secret scan clean" not in out and res.ret != pytest.ExitCode.OK
 

@@ -19,44 +19,60 @@ def _check(group: str | None, verdict: str, name: str = "t", reason: str = "") -
     return Check(nodeid=f"suites/test_{group}.py::{name}", group=group, verdict=verdict, reason=reason)
 
 
-def test_all_passed_is_signed_off():
-    so = decide([_check("T3", PASS), _check("T4", PASS, "a"), _check("T4", PASS, "b")], requested=True)
+def _all_required_pass(*extra: Check) -> list[Check]:
+    return [_check(g, PASS) for g in REQUIRED_GROUPS if g != "TW"] + list(extra)
+
+
+def test_all_required_groups_passed_is_signed_off():
+    so = decide(_all_required_pass(_check("T4", PASS, "b")), requested=True)
     assert so.verdict == SIGNED_OFF and so.signed and so.reasons == ()
-    assert so.required == ("T3", "T4")
-    assert [g.verdict for g in so.groups] == [PASS, PASS]
+    assert so.required == tuple(g for g in REQUIRED_GROUPS if g != "TW")
+    assert all(g.verdict == PASS for g in so.groups)
+
+
+def test_a_subset_run_lists_every_required_group_and_is_not_signed_off():
+    """#11 item 5: sign-off covers the whole requirement set; a required group that did not run is NOT RUN."""
+    so = decide([_check("T3", PASS), _check("T4", PASS)], requested=True, deselected={"T5": "deselected by -k"})
+    assert not so.signed
+    listed = {g.group: g for g in so.groups}
+    assert set(so.required) <= set(listed)
+    assert listed["T5"].verdict == NOT_RUN and listed["T5"].required and listed["T5"].reasons == ("deselected by -k",)
+    assert listed["T6"].verdict == NOT_RUN and "no check of this group ran" in listed["T6"].reasons[0]
+    assert any("required group T5 is NOT RUN: deselected by -k" in r for r in so.reasons)
 
 
 def test_a_skip_is_never_a_pass():
-    so = decide([_check("T3", PASS), _check("T3", SKIP, "k", "missing capability kubernetes")], requested=True)
+    checks = [c for c in _all_required_pass() if c.group != "T3"]
+    so = decide([*checks, _check("T3", PASS), _check("T3", SKIP, "k", "missing capability kubernetes")], requested=True)
     assert so.verdict == NOT_SIGNED_OFF
-    (t3,) = so.groups
+    t3 = next(g for g in so.groups if g.group == "T3")
     assert t3.verdict == SKIP and t3.counts == {PASS: 1, FAIL: 0, SKIP: 1}
-    assert any("missing capability kubernetes" in r for r in so.reasons)
+    assert [r for r in so.reasons if "missing capability kubernetes" in r] and len(so.reasons) == 1
 
 
 def test_a_failure_in_an_optional_group_blocks_sign_off():
-    so = decide([_check("T3", PASS), _check("T11R", FAIL, "x", "boom")], requested=True)
-    assert so.required == ("T3",)
+    so = decide(_all_required_pass(_check("T11R", FAIL, "x", "boom")), requested=True)
+    assert "T11R" not in so.required
     assert not so.signed and any("T11R" in r for r in so.reasons)
 
 
 def test_a_skipped_optional_group_does_not_block():
-    so = decide([_check("T3", PASS), _check("T11R", SKIP, "x", "not here")], requested=True)
+    so = decide(_all_required_pass(_check("T11R", SKIP, "x", "not here")), requested=True)
     assert so.signed
 
 
-def test_named_group_that_did_not_run_is_not_run():
-    so = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "T5"])
-    assert not so.signed
-    t5 = next(g for g in so.groups if g.group == "T5")
-    assert t5.verdict == NOT_RUN and t5.required
-
-
 def test_tw_is_required_only_with_a_corpus():
-    without = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "TW"], workloads_given=False)
+    without = decide(_all_required_pass(), requested=True, workloads_given=False)
     assert without.signed and "TW" not in without.required
-    with_corpus = decide([_check("T3", PASS)], requested=True, named_groups=["T3", "TW"], workloads_given=True)
+    with_corpus = decide(_all_required_pass(), requested=True, workloads_given=True)
     assert not with_corpus.signed and "TW" in with_corpus.required
+    tw = next(g for g in with_corpus.groups if g.group == "TW")
+    assert tw.verdict == NOT_RUN
+
+
+def test_the_required_set_can_be_given():
+    so = decide([_check("T3", PASS)], requested=True, required_groups=("T3",))
+    assert so.signed and so.required == ("T3",)
 
 
 def test_nothing_run_is_not_signed_off():
