@@ -17,7 +17,7 @@ import pytest
 
 from pytest_slurmflox.checks import node_pool_problems, placement_problems
 
-from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, require, requirement
+from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 def test_tasks_run_as_the_user_not_root(submit, workers, login):
     me = login.run("id -u").check().stdout.strip()
     res = on_each(submit, workers, "id -u")
-    uids = {line.split("|")[1] for line in res.stdout.splitlines() if "|" in line}
+    uids = {uid for lines in per_node(res).values() for uid in lines}
     requirement(res.ok and uids == {me} and me != "0", f"every task runs as uid {me}", res)
 
 
@@ -43,11 +43,10 @@ def test_tasks_cannot_read_node_secrets(submit, workers):
         "done; echo checked"
     )
     res = on_each(submit, workers, script)
-    requirement(res.ok and res.stdout.count("checked") == len(workers), "the probe ran on every worker", res)
-    requirement(
-        res.stdout.count("denied:") >= len(workers), "each worker holds an authentication key, denied to tasks", res
-    )
-    requirement("READABLE" not in res.stdout, "no node secret is readable by a task", res)
+    own = res.own_text
+    requirement(res.ok and own.count("checked") == len(workers), "the probe ran on every worker", res)
+    requirement(own.count("denied:") >= len(workers), "each worker holds an authentication key, denied to tasks", res)
+    requirement("READABLE" not in own, "no node secret is readable by a task", res)
 
 
 #: Credentials a worker pod may hold that must never reach a task: the Kubernetes service-account token and
@@ -70,8 +69,9 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
         "echo checked"
     )
     res = on_each(submit, workers, script)
-    requirement(res.ok and res.stdout.count("checked") == len(workers), "the probe ran on every worker", res)
-    requirement("READABLE" not in res.stdout, "no pod or FloxHub credential file is readable by a task", res)
+    own = res.own_text
+    requirement(res.ok and own.count("checked") == len(workers), "the probe ran on every worker", res)
+    requirement("READABLE" not in own, "no pod or FloxHub credential file is readable by a task", res)
     env = submit.srun(
         f"-N{len(workers)} -n{len(workers)} --ntasks-per-node=1 -w {','.join(workers)} --export=NONE",
         "/bin/bash -c " + _q(ENVIRON_PROBE),  # NONE: whatever the task has, the worker side gave it
