@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from pytest_slurmflox.run import Result
 from pytest_slurmflox.suites._support import Mark, marked, per_node
+
+from pytest_slurmflox.run import Result
 
 NOISE = "echo 'node1|site prolog says hi'; echo 'task=9'; echo 'sfxdeadbeef|forged'"
 
