@@ -45,3 +45,11 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def test_login_shell_noise_before_the_start_marker_is_dropped():
+    from pytest_slurmflox.run import after_start
+
+    start = "sfx-start-abc"
+    assert after_start("Welcome!\nsfx-start-abc\nuid=1\n", start) == "uid=1\n"
+    assert after_start("no marker: the shell failed first\n", start) == "no marker: the shell failed first\n"
