@@ -76,6 +76,11 @@ OPTIONS: tuple[Option, ...] = (
         "slurmflox-qemu-restrict", "qemu substrate: isolate guests (only the port forwards reach them)", kind="bool"
     ),
     Option("slurmflox-local-cache", "local substrate: node image cache directory (default /var/cache/slurmflox)"),
+    Option(
+        "slurmflox-local-site-noise",
+        "local substrate: add a site's noise (a TaskProlog that prints, Prolog/Epilog, login banner, echoing .bashrc)",
+        kind="bool",
+    ),
 )
 OPTIONS_BY_DEST = {option.dest: option for option in OPTIONS}
 
@@ -176,6 +181,7 @@ def substrate_options(config: pytest.Config) -> SubstrateOptions:
         qemu_accel=str(get_option(config, "slurmflox_qemu_accel")),
         qemu_restrict=bool(get_option(config, "slurmflox_qemu_restrict")),
         local_cache=Path(cache).expanduser() if cache else None,
+        local_site_noise=bool(get_option(config, "slurmflox_local_site_noise")),
     )
 
 
