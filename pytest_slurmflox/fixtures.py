@@ -7,7 +7,10 @@ settings it was deployed with, which is what operating its worker pool needs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,8 +69,40 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         state.evidence.redact.add_file(spec.kubernetes.kubeconfig)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live
-    yield live
-    live.close()
+    with terminate_as_interrupt():
+        try:
+            yield live
+        finally:
+            _cancel_run_jobs(live, state.run_id)
+            live.close()
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the session the way Ctrl-C does (KeyboardInterrupt), so session teardown still cancels the
+    run's jobs; the previous handler is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _cancel_run_jobs(live: Target, run_id: str) -> None:
+    """Session end (normal, Ctrl-C or SIGTERM): cancel every unfinished job of this run, whichever check left it."""
+    if live.why_missing("slurm") is not None:
+        return
+    try:
+        live.slurm.cancel_named(f"sfx-{run_id}-")
+    except Exception as exc:  # teardown must still close the connections; say what was left
+        print(f"slurmflox: could not cancel the jobs of run {run_id}: {exc}")
 
 
 @pytest.fixture(autouse=True)

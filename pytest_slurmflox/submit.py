@@ -59,10 +59,11 @@ class Jobs:
         return self.login.run(f"cat {self.outdir}/{shlex.quote(job_id)}.out").check().stdout
 
     def cleanup(self) -> None:
-        """Cancel whatever this check submitted and did not see finish (never other users' jobs)."""
-        if not self.submitted:
-            return
-        states = self.slurm.jobs(self.submitted)
-        live = [job_id for job_id, state in states.items() if not state.done]
-        if live:
-            self.slurm.cancel(*live)
+        """Cancel whatever this check submitted and did not see finish (never other users' jobs): the ids it
+        read, and by name whatever else it started (an ``srun`` whose client timed out, a salloc)."""
+        if self.submitted:
+            states = self.slurm.jobs(self.submitted)
+            live = [job_id for job_id, state in states.items() if not state.done]
+            if live:
+                self.slurm.cancel(*live)
+        self.slurm.cancel_named(self.name)
