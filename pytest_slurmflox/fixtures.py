@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .connection import Target, connect
-from .options import progress_printer, session_state, substrate_options
+from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
 from .target import TargetError, TargetSpec, load_target
 
@@ -73,7 +73,12 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         try:
             yield live
         finally:
-            _cancel_run_jobs(live, state.run_id)
+            # Under xdist every worker shares the run id: the run's jobs and files are not one worker's to remove
+            # (each check still cancels its own jobs in ``submit``).
+            if not hasattr(pytestconfig, "workerinput"):
+                _cancel_run_jobs(live, state.run_id)
+                if not get_option(pytestconfig, "slurmflox_keep"):
+                    _remove_run_files(live, state.run_id)
             live.close()
 
 
@@ -93,6 +98,16 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_run_files(live: Target, run_id: str) -> None:
+    """Remove this run's files from the user's home (unless --slurmflox-keep); the reports keep the evidence."""
+    from .submit import RUNS_DIR
+
+    try:
+        live.login.run(f'rm -rf -- "{RUNS_DIR}/{run_id}"; rmdir -- "{RUNS_DIR}" 2>/dev/null; true', timeout=60)
+    except Exception as exc:  # teardown must still close the connections; say what was left
+        print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
 
 
 def _cancel_run_jobs(live: Target, run_id: str) -> None:

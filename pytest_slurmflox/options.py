@@ -67,6 +67,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
     Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
+    Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
     # substrate knobs: how this host runs a substrate, not what the cluster is (so not settings)
     Option(
         "slurmflox-qemu-image", "qemu substrate: a local base image (with optional .boot.json) instead of BASE_IMAGE"

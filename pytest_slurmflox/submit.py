@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from .run import Result, Runner
 from .slurm import JobState, SlurmClient
 
+#: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
+RUNS_DIR = "$HOME/slurmflox-runs"
+
 
 @dataclass
 class Jobs:
@@ -34,7 +37,7 @@ class Jobs:
     @property
     def outdir(self) -> str:
         """Shell expression of this run's output directory in the user's (shared) home."""
-        return f"$HOME/slurmflox-runs/{self.run_id}"
+        return f"{RUNS_DIR}/{self.run_id}"
 
     def srun(self, args: str, command: str, *, timeout: float = 180.0, env: dict[str, str] | None = None) -> Result:
         """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""

@@ -94,3 +94,15 @@ def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
     print(f"failed after {took:.1f}s: {message}")
     assert took < 10, (took, message)
     assert "PartitionConfig" in message or "Requested node configuration is not available" in message, message
+
+
+def test_run_files_are_removed_unless_kept(deployment):
+    home, workdir, common = deployment
+    settings, _ = _cluster(workdir)
+    runs = workdir / "local" / "home" / settings.test_user / "slurmflox-runs"
+    removed = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxgone", *common)
+    assert removed.outcomes("passed") and not removed.outcomes("failure"), removed.output[-3000:]
+    assert not (runs / "sfxgone").exists(), sorted(p.name for p in runs.iterdir())
+    kept = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxkept", "--slurmflox-keep", *common)
+    assert kept.outcomes("passed") and not kept.outcomes("failure"), kept.output[-3000:]
+    assert any((runs / "sfxkept").iterdir()), "the kept run's job output is still in the user's home"
