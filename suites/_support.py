@@ -242,7 +242,8 @@ class Mark:
         """Shell text running ``command`` (stdout and stderr) with each of its lines prefixed ``<nonce>|``; the
         exit status is the command's (pipefail)."""
         return (
-            f"set -o pipefail; {{ {command}; }} 2>&1 | "
+            # a newline, not ';', before the closing brace: ``command`` may be a multi-line script
+            f"set -o pipefail; {{ {command}\n}} 2>&1 | "
             f'while IFS= read -r l || [ -n "$l" ]; do printf \'%s|%s\\n\' {self.nonce} "$l"; done'
         )
 
@@ -295,7 +296,7 @@ def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout:
     names = sorted(nodes)
     mark = Mark.new()
     body = (
-        f"set -o pipefail; {{ {script}; }} 2>&1 | "
+        f"set -o pipefail; {{ {script}\n}} 2>&1 | "
         'while IFS= read -r l || [ -n "$l" ]; do '
         f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
     )

@@ -53,3 +53,10 @@ def test_login_shell_noise_before_the_start_marker_is_dropped():
     start = "sfx-start-abc"
     assert after_start("Welcome!\nsfx-start-abc\nuid=1\n", start) == "uid=1\n"
     assert after_start("no marker: the shell failed first\n", start) == "no marker: the shell failed first\n"
+
+
+def test_wrap_takes_a_multi_line_script():
+    mark = Mark.new()
+    done = _bash(_quote(mark.wrap("\necho one\nfor i in 1 2; do\n  echo i=$i\ndone\n")).join(["bash -c ", ""]))
+    assert done.returncode == 0, done.stderr
+    assert mark.lines(done.stdout) == ["one", "i=1", "i=2"]
