@@ -79,6 +79,9 @@ class Expectations:
     revision: str
     image: str
     replicas: int
+    #: The keys the target file declares (``expect.settings``, ``expect.replicas`` as COMPUTE_REPLICAS); None for
+    #: a target a substrate wrote, whose settings are all ours (issue 17: a customer's expectations are declared).
+    declared: frozenset[str] | None = None
 
     @property
     def environment(self) -> str:
@@ -192,6 +195,11 @@ def _expectations(doc: Mapping[str, Any], substrate: str) -> Expectations:
         revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
         image=image,
         replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
+        declared=(
+            frozenset(raw_settings) | ({"COMPUTE_REPLICAS"} if "replicas" in expect_doc else set())
+            if substrate == "existing"
+            else None
+        ),
     )
 
 

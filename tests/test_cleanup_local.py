@@ -106,3 +106,26 @@ def test_run_files_are_removed_unless_kept(deployment):
     kept = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxkept", "--slurmflox-keep", *common)
     assert kept.outcomes("passed") and not kept.outcomes("failure"), kept.output[-3000:]
     assert any((runs / "sfxkept").iterdir()), "the kept run's job output is still in the user's home"
+
+
+def test_a_customer_target_without_worker_cpus_gives_t8_not_run_naming_the_key(deployment):
+    """Issue 17, declared expectations only: the local cluster described as a customer's (substrate existing),
+    its target file declaring the memory but not the CPUs."""
+    import yaml
+
+    home, workdir, common = deployment
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc["substrate"] = "existing"
+    doc.pop("deployment", None)
+    doc.pop("workdir", None)
+    settings = (doc.get("expect") or {}).get("settings") or {}
+    mem = settings.get("WORKER_MEM_MB", "2048")
+    doc["expect"] = {"settings": {"WORKER_MEM_MB": mem}}
+    customer = home / "customer.yaml"
+    customer.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, f"--slurmflox-target={customer}", "-m", "T8", "-k", "declared or refused", *common)
+    cpus = {n: c for n, c in run.cases.items() if "declared_cpu" in n or "cpus" in n or "advertised" in n}
+    assert cpus, run.output[-3000:]
+    for name, (outcome, message) in cpus.items():
+        assert outcome == "skipped" and "not run:" in message and "WORKER_CPUS" in message, (name, message)
+    assert "NOT RUN" in run.output and "T8" in run.output, run.output[-3000:]
