@@ -24,3 +24,13 @@ def test_not_run_outranks_skip_and_pass_but_not_fail():
     not_run = Check("t8::a", "T8", NOT_RUN, reason=NOT_RUN_PREFIX + "expect.settings.WORKER_CPUS")
     assert group_verdict([Check("t8::b", "T8", PASS), not_run, Check("t8::c", "T8", SKIP)]) == NOT_RUN
     assert group_verdict([not_run, Check("t8::d", "T8", FAIL)]) == FAIL
+
+
+def test_the_start_message_lists_the_missing_keys_per_group():
+    from pytest_slurmflox.target import undeclared, undeclared_message
+
+    spec = parse_target({"login": LOGIN, "expect": {"settings": {"WORKER_MEM_MB": "4096", "WORKER_HOME_PATH": "/h"}}})
+    assert undeclared(spec)["T8"] == ["WORKER_CPUS"]
+    assert "T9" not in undeclared(spec) and "TI" not in undeclared(spec)
+    assert "T8: WORKER_CPUS" in undeclared_message(spec)
+    assert undeclared_message(parse_target({"substrate": "local", "login": LOGIN})) == ""
