@@ -7,16 +7,19 @@ settings it was deployed with, which is what operating its worker pool needs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from .connection import Target, connect
-from .options import progress_printer, session_state, substrate_options
+from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
-from .target import TargetError, TargetSpec, load_target
+from .target import TargetError, TargetSpec, load_target, undeclared_message
 
 
 def _pool_factory(config: pytest.Config):
@@ -64,10 +67,60 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         state.evidence.redact.add_file(secret)
     if spec.kubernetes and spec.kubernetes.kubeconfig:
         state.evidence.redact.add_file(spec.kubernetes.kubeconfig)
+    missing = undeclared_message(spec)
+    if missing:
+        progress_printer(pytestconfig)(missing)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live
-    yield live
-    live.close()
+    with terminate_as_interrupt():
+        try:
+            yield live
+        finally:
+            # Under xdist every worker shares the run id: the run's jobs and files are not one worker's to remove
+            # (each check still cancels its own jobs in ``submit``).
+            if not hasattr(pytestconfig, "workerinput"):
+                _cancel_run_jobs(live, state.run_id)
+                if not get_option(pytestconfig, "slurmflox_keep"):
+                    _remove_run_files(live, state.run_id)
+            live.close()
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the session the way Ctrl-C does (KeyboardInterrupt), so session teardown still cancels the
+    run's jobs; the previous handler is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_run_files(live: Target, run_id: str) -> None:
+    """Remove this run's files from the user's home (unless --slurmflox-keep); the reports keep the evidence."""
+    from .submit import RUNS_DIR
+
+    try:
+        live.login.run(f'rm -rf -- "{RUNS_DIR}/{run_id}"; rmdir -- "{RUNS_DIR}" 2>/dev/null; true', timeout=60)
+    except Exception as exc:  # teardown must still close the connections; say what was left
+        print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
+
+
+def _cancel_run_jobs(live: Target, run_id: str) -> None:
+    """Session end (normal, Ctrl-C or SIGTERM): cancel every unfinished job of this run, whichever check left it."""
+    if live.why_missing("slurm") is not None:
+        return
+    try:
+        live.slurm.cancel_named(f"sfx-{run_id}-")
+    except Exception as exc:  # teardown must still close the connections; say what was left
+        print(f"slurmflox: could not cancel the jobs of run {run_id}: {exc}")
 
 
 @pytest.fixture(autouse=True)

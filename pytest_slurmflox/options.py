@@ -67,6 +67,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
     Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
+    Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
     # substrate knobs: how this host runs a substrate, not what the cluster is (so not settings)
     Option(
         "slurmflox-qemu-image", "qemu substrate: a local base image (with optional .boot.json) instead of BASE_IMAGE"
@@ -76,6 +77,11 @@ OPTIONS: tuple[Option, ...] = (
         "slurmflox-qemu-restrict", "qemu substrate: isolate guests (only the port forwards reach them)", kind="bool"
     ),
     Option("slurmflox-local-cache", "local substrate: node image cache directory (default /var/cache/slurmflox)"),
+    Option(
+        "slurmflox-local-site-noise",
+        "local substrate: add a site's noise (a TaskProlog that prints, Prolog/Epilog, login banner, echoing .bashrc)",
+        kind="bool",
+    ),
 )
 OPTIONS_BY_DEST = {option.dest: option for option in OPTIONS}
 
@@ -176,6 +182,7 @@ def substrate_options(config: pytest.Config) -> SubstrateOptions:
         qemu_accel=str(get_option(config, "slurmflox_qemu_accel")),
         qemu_restrict=bool(get_option(config, "slurmflox_qemu_restrict")),
         local_cache=Path(cache).expanduser() if cache else None,
+        local_site_noise=bool(get_option(config, "slurmflox_local_site_noise")),
     )
 
 

@@ -8,6 +8,7 @@ and hands it to an optional observer (the evidence recorder) before returning it
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import socket
 import subprocess
@@ -240,7 +241,11 @@ class SSHRunner:
         t0 = time.monotonic()
         channel = client.get_transport().open_session(timeout=self.connect_timeout)
         channel.settimeout(timeout)
-        channel.exec_command("bash -c " + shlex.quote(with_env(line, env)))
+        start = "sfx-start-" + secrets.token_hex(6)
+        # The login shell may print before our command (a site .bashrc or profile that echoes): everything
+        # before the start marker is the site's, never part of what a check reads (issue 17).
+        started = f"printf '%s\\n' {start}; printf '%s\\n' {start} >&2; "
+        channel.exec_command("bash -c " + shlex.quote(started + with_env(line, env)))
         if input is not None:
             channel.sendall(input.encode())
         channel.shutdown_write()
@@ -266,8 +271,8 @@ class SSHRunner:
             self.where,
             self.user,
             rc,
-            out.decode(errors="replace"),
-            err.decode(errors="replace"),
+            after_start(out.decode(errors="replace"), start),
+            after_start(err.decode(errors="replace"), start),
             t0,
         )
 
@@ -275,6 +280,13 @@ class SSHRunner:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def after_start(text: str, start: str) -> str:
+    """``text`` after the line ``start`` (whatever the login shell printed before our command is dropped); all
+    of ``text`` when the marker never came (the shell failed before it: then its output is the evidence)."""
+    _, sep, tail = text.partition(start + "\n")
+    return tail if sep else text
 
 
 def _load_key(path: Path):

@@ -331,6 +331,7 @@ class SubstrateOptions:
     qemu_accel: str = "auto"
     qemu_restrict: bool = False
     local_cache: Path | None = None
+    local_site_noise: bool = False
 
 
 def env_snapshot(environ: Mapping[str, str]) -> dict[str, str]:

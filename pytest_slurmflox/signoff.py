@@ -21,6 +21,9 @@ from .groups import GROUPS, REQUIRED_GROUPS
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
 SIGNED_OFF, NOT_SIGNED_OFF = "SIGNED OFF", "NOT SIGNED OFF"
 NO_GROUP = "-"
+#: A skip whose reason starts with this is NOT RUN: the check needs an expectation the target does not declare
+#: (never compared with a default, never PASS; suites/_support.py ``declared``).
+NOT_RUN_PREFIX = "not run: "
 #: Evidence that cannot be parsed keeps this many characters of its text.
 EXCERPT = 1500
 
@@ -105,14 +108,14 @@ class CheckCollector:
                 check.verdict, check.phase = FAIL, "setup"
                 check.reason, check.failure = "error in setup: " + failure_line(report), report.longreprtext
             elif report.skipped:
-                check.verdict, check.phase, check.reason = SKIP, "setup", skip_reason(report)
+                check.verdict, check.phase, check.reason = _skipped(skip_reason(report)), "setup", skip_reason(report)
         elif report.when == "call":
             if report.failed:
                 check.verdict, check.phase = FAIL, "call"
                 check.reason, check.failure = failure_line(report), report.longreprtext
             elif report.skipped:
-                check.verdict, check.phase = SKIP, "call"
                 check.reason = f"expected failure: {xfail}" if xfail is not None else skip_reason(report)
+                check.verdict, check.phase = _skipped(check.reason), "call"
         elif report.when == "teardown" and report.failed and check.verdict != FAIL:
             check.verdict, check.phase = FAIL, "teardown"
             check.reason, check.failure = "error in teardown: " + failure_line(report), report.longreprtext
@@ -157,12 +160,18 @@ class SignOff:
         return self.verdict == SIGNED_OFF
 
 
+def _skipped(reason: str) -> str:
+    return NOT_RUN if reason.startswith(NOT_RUN_PREFIX) else SKIP
+
+
 def group_verdict(checks: Iterable[Check]) -> str:
     verdicts = [c.verdict for c in checks]
     if not verdicts:
         return NOT_RUN
     if FAIL in verdicts:
         return FAIL
+    if NOT_RUN in verdicts:
+        return NOT_RUN
     if SKIP in verdicts:
         return SKIP
     return PASS
@@ -173,8 +182,8 @@ def _group_reasons(checks: list[Check]) -> tuple[str, ...]:
     for check in checks:
         if check.verdict == FAIL:
             reasons[f"FAIL {check.nodeid.rsplit('::', 1)[-1]}: {check.reason}"] = 1
-        elif check.verdict == SKIP:
-            key = f"SKIP: {check.reason}"
+        elif check.verdict in (SKIP, NOT_RUN):
+            key = f"{check.verdict}: {check.reason}"
             reasons[key] = reasons.get(key, 0) + 1
     return tuple(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
 

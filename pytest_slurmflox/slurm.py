@@ -119,6 +119,15 @@ class JobState:
         return self.state in TERMINAL_STATES
 
 
+#: Pending reasons with which Slurm says a job can never start as asked (a request beyond every node of the
+#: partition, a constraint no node has): waiting out a timeout would only hold up the checks queued behind it.
+NEVER_RUNS = frozenset({"PartitionConfig", "BadConstraints", "PartitionTimeLimit", "InvalidQOS", "InvalidAccount"})
+
+
+class NeverRuns(SlurmError):
+    """Slurm says a job can never run; the message carries Slurm's reason."""
+
+
 #: squeue output: id|state|reason|nodes (an argument, so the shell never sees the pipes).
 JOB_FORMAT = "%i|%T|%r|%N"
 
@@ -222,7 +231,8 @@ class SlurmClient:
     def wait(
         self, job_ids: Iterable[str], *, timeout: float = 120.0, until: frozenset[str] = TERMINAL_STATES
     ) -> dict[str, JobState]:
-        """Poll all jobs together until each is in ``until`` (default: finished). Raises on timeout."""
+        """Poll all jobs together until each is in ``until`` (default: finished). Raises :class:`SlurmError` on
+        timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""
         pending = set(job_ids)
         seen: dict[str, JobState] = {}
         deadline = time.monotonic() + timeout
@@ -236,6 +246,12 @@ class SlurmClient:
                         pending.discard(job_id)
             if not pending:
                 break
+            never = [seen[j] for j in sorted(pending) if j in seen and seen[j].reason in NEVER_RUNS]
+            if never:
+                raise NeverRuns(
+                    "Slurm says these jobs can never run: "
+                    + ", ".join(f"{s.job_id} {s.state} (Reason={s.reason})" for s in never)
+                )
             if time.monotonic() > deadline:
                 raise SlurmError(
                     f"jobs not {sorted(until)[:3]}... after {timeout}s: "
@@ -257,6 +273,21 @@ class SlurmClient:
 
     def cancel(self, *job_ids: str) -> Result:
         return self.user.run("scancel", *job_ids)
+
+    def cancel_named(self, prefix: str) -> list[str]:
+        """Cancel the user's own unfinished jobs whose name starts with ``prefix`` (a run's or a check's: an
+        ``srun`` whose client timed out leaves a job no id was ever read for). Returns the ids cancelled."""
+        res = self.user.run("squeue -h --me -o", "%i|%j", timeout=30)
+        ids = sorted(
+            {
+                job_id
+                for job_id, _, name in (line.partition("|") for line in res.stdout.splitlines())
+                if name.startswith(prefix)
+            }
+        )
+        if ids:
+            self.cancel(*ids)
+        return ids
 
     # -- administration (root) ---------------------------------------------------------------------
     def _admin(self) -> Runner:

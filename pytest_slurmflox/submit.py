@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from .run import Result, Runner
 from .slurm import JobState, SlurmClient
 
+#: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
+RUNS_DIR = "$HOME/slurmflox-runs"
+
 
 @dataclass
 class Jobs:
@@ -34,7 +37,7 @@ class Jobs:
     @property
     def outdir(self) -> str:
         """Shell expression of this run's output directory in the user's (shared) home."""
-        return f"$HOME/slurmflox-runs/{self.run_id}"
+        return f"{RUNS_DIR}/{self.run_id}"
 
     def srun(self, args: str, command: str, *, timeout: float = 180.0, env: dict[str, str] | None = None) -> Result:
         """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""
@@ -59,10 +62,11 @@ class Jobs:
         return self.login.run(f"cat {self.outdir}/{shlex.quote(job_id)}.out").check().stdout
 
     def cleanup(self) -> None:
-        """Cancel whatever this check submitted and did not see finish (never other users' jobs)."""
-        if not self.submitted:
-            return
-        states = self.slurm.jobs(self.submitted)
-        live = [job_id for job_id, state in states.items() if not state.done]
-        if live:
-            self.slurm.cancel(*live)
+        """Cancel whatever this check submitted and did not see finish (never other users' jobs): the ids it
+        read, and by name whatever else it started (an ``srun`` whose client timed out, a salloc)."""
+        if self.submitted:
+            states = self.slurm.jobs(self.submitted)
+            live = [job_id for job_id, state in states.items() if not state.done]
+            if live:
+                self.slurm.cancel(*live)
+        self.slurm.cancel_named(self.name)

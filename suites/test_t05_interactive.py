@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from ._support import requirement
+from ._support import Mark, _q, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T5]
 
 
 def test_srun_spans_two_workers(submit, workers):
-    res = submit.srun("-N2 -n2 --ntasks-per-node=1", "bash -c 'echo $SLURMD_NODENAME'")
-    names = res.stdout.split()
+    mark = Mark.new()
+    res = submit.srun("-N2 -n2 --ntasks-per-node=1", "bash -c " + _q(mark.echo("$SLURMD_NODENAME")))
+    names = mark.lines(res.stdout)
     requirement(
         res.ok and len(set(names)) == 2 and set(names) <= set(workers),
         "srun -N2 runs one task on each of two distinct workers",
@@ -40,11 +41,13 @@ def test_salloc_then_srun(submit, target):
 
 
 def test_batch_job_runs_several_steps(submit):
-    script = "#!/bin/bash\nfor i in 1 2 3; do srun -n1 bash -c 'echo step=$SLURM_STEP_ID'; done\n"
+    mark = Mark.new()
+    step = _q(mark.echo("step=$SLURM_STEP_ID"))
+    script = f"#!/bin/bash\nfor i in 1 2 3; do srun -n1 bash -c {step}; done\n"
     job = submit.sbatch(script, "-N1")
     state = submit.wait(job)[job]
     out = submit.output(job)
-    steps = [line for line in out.splitlines() if line.startswith("step=")]
+    steps = mark.lines(out)
     requirement(
         state.state == "COMPLETED" and steps == ["step=0", "step=1", "step=2"],
         "three steps ran in order inside one batch job",

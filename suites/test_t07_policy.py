@@ -16,7 +16,7 @@ import pytest
 
 from pytest_slurmflox.submit import Jobs
 
-from ._support import requirement
+from ._support import Mark, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
 
@@ -45,7 +45,10 @@ def _start_timer(target, time_limited_job):
 
 def test_job_array_runs_every_task(submit):
     outdir = submit.login.run(f"echo {submit.outdir}").check().stdout.strip()
-    job = submit.sbatch("#!/bin/bash\necho task=$SLURM_ARRAY_TASK_ID\n", "--array=0-3", f"--output={outdir}/%A_%a.out")
+    mark = Mark.new()
+    job = submit.sbatch(
+        f"#!/bin/bash\n{mark.echo('task=$SLURM_ARRAY_TASK_ID')}\n", "--array=0-3", f"--output={outdir}/%A_%a.out"
+    )
     tasks = submit.slurm.wait([f"{job}_{i}" for i in range(4)], timeout=120)
     requirement(
         len(tasks) == 4 and all(t.state == "COMPLETED" for t in tasks.values()),
@@ -54,7 +57,7 @@ def test_job_array_runs_every_task(submit):
     )
     res = submit.login.run(f"cat {outdir}/{job}_0.out {outdir}/{job}_1.out {outdir}/{job}_2.out {outdir}/{job}_3.out")
     requirement(
-        res.ok and res.stdout.split() == [f"task={i}" for i in range(4)],
+        res.ok and mark.lines(res.stdout) == [f"task={i}" for i in range(4)],
         "each array task ran with its own SLURM_ARRAY_TASK_ID",
         res,
     )

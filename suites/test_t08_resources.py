@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ._support import require_enforced, requirement
+from ._support import Mark, declared, require_enforced, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
 
@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
 REFUSED = "Requested node configuration is not available"
 
 
-def test_advertised_capacity_equals_declared(slurm, workers, expect):
+def test_advertised_capacity_equals_declared(slurm, workers, expect, target):
+    declared(target, "WORKER_CPUS", "WORKER_MEM_MB")
     nodes = {n.name: n for n in slurm.nodes()}
     s = expect.settings
     for name in workers:
@@ -42,14 +43,17 @@ def test_advertised_capacity_equals_declared(slurm, workers, expect):
         )
 
 
-def test_whole_worker_request_gets_every_declared_cpu(submit, expect):
+def test_whole_worker_request_gets_every_declared_cpu(submit, expect, target):
+    declared(target, "WORKER_CPUS")
     cpus = expect.settings.worker_cpus
-    res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c 'echo cpus=$SLURM_CPUS_ON_NODE'")
-    requirement(res.ok and f"cpus={cpus}" in res.stdout, f"a whole-worker request gets {cpus} CPUs", res)
+    mark = Mark.new()
+    res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c " + shlex.quote(mark.echo("cpus=$SLURM_CPUS_ON_NODE")))
+    requirement(res.ok and mark.lines(res.stdout) == [f"cpus={cpus}"], f"a whole-worker request gets {cpus} CPUs", res)
 
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])
-def test_request_beyond_a_worker_is_refused_for_that_reason(submit, expect, resource):
+def test_request_beyond_a_worker_is_refused_for_that_reason(submit, expect, resource, target):
+    declared(target, "WORKER_CPUS" if resource == "cpus" else "WORKER_MEM_MB")
     s = expect.settings
     ask = f"-c{s.worker_cpus + 1}" if resource == "cpus" else f"--mem={s.worker_mem_mb + 1}"
     res = submit.srun(f"-N1 -n1 {ask} --immediate=5", "true", timeout=60)
@@ -87,11 +91,13 @@ done
 
 def test_job_is_confined_to_its_allocated_cpus(submit, target):
     require_enforced(target, "cpu-binding")
-    res = submit.srun("-N1 -n1 -c1", "bash -c " + shlex.quote(_BINDING_PROBE))
+    mark = Mark.new()
+    res = submit.srun("-N1 -n1 -c1", "bash -c " + shlex.quote(mark.wrap(_BINDING_PROBE)))
     requirement(res.ok, "a one-CPU job step runs", res)
-    if "no-taskset" in res.stdout:
+    own = mark.lines(res.stdout)
+    if "no-taskset" in own:
         pytest.skip("missing capability taskset: the workers have no taskset to try another CPU with")
-    facts = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+    facts = dict(line.split("=", 1) for line in own if "=" in line)
     allowed = _cpu_list(facts.get("allowed", ""))
     allocated = int(facts.get("slurm") or 0)
     requirement(
@@ -99,7 +105,7 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target):
         f"the task may run on exactly the {allocated} CPU(s) Slurm allocated (Cpus_allowed_list)",
         res,
     )
-    runs_on = {int(line.partition("=")[2]) for line in res.stdout.splitlines() if line.startswith("runs-on=")}
+    runs_on = {int(line.partition("=")[2]) for line in own if line.startswith("runs-on=")}
     others = _cpu_list(facts.get("online", "")) - allowed
     if not others:
         pytest.skip("missing capability spare-cpu: the worker has no online CPU outside the job's allocation")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ._support import requirement
+from ._support import Mark, _q, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T9]
 
@@ -52,8 +52,11 @@ def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, w
         token = f"written-on-{writer}-{run_id}"
         w = submit.srun(f"-N1 -n1 -w {writer}", f"bash -c 'echo {token} > {path}'")
         requirement(w.ok, f"a task on {writer} writes to the shared home", w)
-        r = submit.srun(f"-N1 -n1 -w {reader}", f"bash -c 'cat {path}; stat -c %u:%g {path}; id -u; id -g'")
-        lines = r.stdout.split()
+        mark = Mark.new()
+        r = submit.srun(
+            f"-N1 -n1 -w {reader}", "bash -c " + _q(mark.wrap(f"cat {path}; stat -c %u:%g {path}; id -u; id -g"))
+        )
+        lines = mark.lines(r.stdout)
         requirement(r.ok and len(lines) == 4 and lines[0] == token, f"a task on {reader} reads {writer}'s file", r)
         requirement(lines[1] == f"{lines[2]}:{lines[3]}", "the file is owned by the submitting user", r)
         at_login = login.run(f"cat {path}")

@@ -27,7 +27,7 @@ import pytest
 
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
 
-from ._support import read_profiles, require, requirement
+from ._support import Mark, _q, read_profiles, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.destructive]
 
@@ -154,9 +154,10 @@ def test_cpu_revision_readvertises_capacity_without_stale_records(lifecycle, tar
     )
     stale = [n for n in nodes.values() if "INVALID" in n.state or "differ" in n.reason.lower()]
     requirement(not stale, "no stale node record remains", *map(str, stale))
-    res = submit.srun(f"-N1 -n1 -c{new_cpus}", "bash -c 'echo $SLURM_CPUS_ON_NODE'")
+    mark = Mark.new()
+    res = submit.srun(f"-N1 -n1 -c{new_cpus}", "bash -c " + _q(mark.echo("$SLURM_CPUS_ON_NODE")))
     requirement(
-        res.ok and res.stdout.strip() == str(new_cpus),
+        res.ok and mark.lines(res.stdout) == [str(new_cpus)],
         "a job gets the new capacity",
         res,
     )

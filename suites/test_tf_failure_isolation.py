@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ._support import require, requirement
+from ._support import Mark, _q, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 
@@ -52,9 +52,12 @@ def test_unrealizable_worker_never_registers(target, submit, workers):
             f"isolated worker outcome: {info!r}",
         )
         n = len(workers)
-        ok = submit.srun(f"-N{n} -n{n} --ntasks-per-node=1 -w {','.join(workers)}", "hostname")
+        mark = Mark.new()
+        ok = submit.srun(
+            f"-N{n} -n{n} --ntasks-per-node=1 -w {','.join(workers)}", "bash -c " + _q(mark.wrap("hostname"))
+        )
         requirement(
-            ok.ok and sorted(set(ok.stdout.split())) == sorted(workers),
+            ok.ok and sorted(set(mark.lines(ok.stdout))) == sorted(workers),
             "the rest of the cohort keeps working",
             ok,
             f"isolated worker outcome: {info!r}",

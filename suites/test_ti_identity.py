@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from ._support import on_each, requirement
+from ._support import Mark, _q, on_each, per_node, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -27,7 +27,8 @@ def _id_fields(text: str) -> dict[str, str]:
 def test_task_identity_matches_the_login_identity(submit, workers, login, target):
     at_login = login.run("id").check()
     res = on_each(submit, workers, "id")
-    lines = [line.split("|", 1)[1] for line in res.stdout.splitlines() if "|" in line]
+    seen = per_node(res)
+    lines = [text for node_lines in seen.values() for text in node_lines]
     requirement(res.ok and len(lines) == len(workers), "id ran on every worker", res)
     want = _id_fields(at_login.stdout)
     ident = target.spec.identity
@@ -37,10 +38,12 @@ def test_task_identity_matches_the_login_identity(submit, workers, login, target
             f"the login identity is the declared {ident.user} {ident.uid}:{ident.gid}",
             at_login,
         )
-    for line in res.stdout.splitlines():
-        node, _, text = line.partition("|")
+    for node, texts in sorted(seen.items()):
         requirement(
-            _id_fields(text) == want, f"{node}: task identity (numbers and names) equals the login's", at_login, res
+            all(_id_fields(text) == want for text in texts),
+            f"{node}: task identity (numbers and names) equals the login's",
+            at_login,
+            res,
         )
     if target.spec.identity and target.spec.identity.supp_group:
         ident = target.spec.identity
@@ -54,7 +57,7 @@ def test_task_identity_matches_the_login_identity(submit, workers, login, target
 def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
     user = login.run("id -un").check().stdout.strip()
     res = on_each(submit, workers, f"grep -c '^{user}:' /etc/passwd || true")
-    counts = {line.split("|")[1] for line in res.stdout.splitlines() if "|" in line}
+    counts = {count for texts in per_node(res).values() for count in texts}
     requirement(res.ok and counts == {"0"}, f"no worker has {user} in /etc/passwd (identity comes from Slurm)", res)
 
 
@@ -68,14 +71,16 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
     want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
     for node in workers:
         path = f"{submit.outdir}/ti-{run_id}-{node}"
+        mark = Mark.new()
         res = submit.srun(
             f"-N1 -n1 -w {node}",
-            f"bash -c 'touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}'",
+            "bash -c "
+            + _q(mark.wrap(f"touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}")),
         )
         requirement(res.ok, f"a task on {node} can hand its file to the user's supplementary group", res)
         at_login = login.run(f"stat -c %U:%G:%u:%g {path}").check()
         requirement(
-            at_login.stdout.strip() == want == res.stdout.strip().splitlines()[-1],
+            at_login.stdout.strip() == want == (mark.lines(res.stdout) or [""])[-1],
             f"{node}: owner and group seen the same on the worker and at the login endpoint ({want})",
             res,
             at_login,

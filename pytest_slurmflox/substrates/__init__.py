@@ -60,7 +60,9 @@ def make_substrate(
     if name == "local":
         from .local import LocalSubstrate
 
-        return LocalSubstrate(settings, workdir, progress, cache=options.local_cache)
+        return LocalSubstrate(
+            settings, workdir, progress, cache=options.local_cache, site_noise=options.local_site_noise
+        )
     if name == "qemu":
         from .qemu import QemuSubstrate
 

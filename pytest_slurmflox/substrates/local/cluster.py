@@ -27,7 +27,7 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable
-from . import apt, cgroups, image, proc, runtime, scripts, slurmconf
+from . import apt, cgroups, image, proc, runtime, scripts, sitenoise, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -62,8 +62,16 @@ class BootFiles:
 class LocalCluster:
     """Node primitives of one local cluster (one work dir)."""
 
-    def __init__(self, settings: Settings, workdir: Workdir, progress: Progress, cache: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        workdir: Workdir,
+        progress: Progress,
+        cache: Path | None = None,
+        site_noise: bool = False,
+    ) -> None:
         self.settings = settings
+        self.noise = sitenoise.NOISY if site_noise else sitenoise.QUIET  #: --slurmflox-local-site-noise
         self.cache = cache or image.cache_root()  #: node image and store cache (--slurmflox-local-cache), kept
         self.workdir = Workdir(workdir.root.resolve())
         self.progress = progress
@@ -193,6 +201,9 @@ class LocalCluster:
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
             def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
+            task_prolog=self.noise.task_prolog,
+            prolog=self.noise.prolog,
+            epilog=self.noise.epilog,
         )
 
     def cgroup_conf(self, support: cgroups.Support) -> slurmconf.CgroupConf:
@@ -214,7 +225,7 @@ class LocalCluster:
             "node-init.sh": scripts.NODE_INIT_SH,
             "flox-activate": runtime.ACTIVATE_SH,
             "task-profile-init.sh": (PROVISION / "task-profile-init.sh").read_text(),
-            "sshd_config": slurmconf.render_sshd_config(),
+            "sshd_config": slurmconf.render_sshd_config(banner=self.noise.banner),
             "forward.py": (Path(__file__).parent / "forward.py").read_text(),
         }
         for name, text in files.items():
@@ -230,11 +241,21 @@ class LocalCluster:
         self._write_hosts(extra_hosts)
         (self.local / "home").mkdir(parents=True, exist_ok=True)
         (self.local / "home").chmod(0o755)
+        if self.noise.prolog:
+            self._write_site_noise(conf)
         digest = hashlib.sha256()
         for text in (*files.values(), *conf.values(), prolog, img.digest):
             digest.update(text.encode() + b"\0")
         common = {**self._common_boot(img), "CGROUP_CONTROLLERS": " ".join(support.usable)}
         return BootFiles(common, img, digest.hexdigest(), node_cgroups)
+
+    def _write_site_noise(self, conf: dict[str, str]) -> None:
+        """The site's TaskProlog, Prolog, Epilog, banner (into ``conf``, so the digest sees them) and .bashrc."""
+        for name, (text, mode) in sitenoise.files().items():
+            write_if_changed(self.local / "conf" / name, text, mode)
+            conf[name] = text
+        s = self.settings
+        sitenoise.write_bashrc(self.local / "home", s.test_user, s.test_uid, s.test_gid)
 
     def _common_boot(self, img: image.NodeImage) -> dict[str, str]:
         return {

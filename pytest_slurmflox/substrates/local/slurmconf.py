@@ -44,6 +44,9 @@ class ClusterConf:
     def_mem_per_cpu: int | None = None
     max_nodes: int = 128
     slurmd_timeout: int = 30
+    task_prolog: str = TASK_PROLOG  #: a site's TaskProlog chains ours (sitenoise.py)
+    prolog: str = ""
+    epilog: str = ""
 
 
 def render_slurm_conf(c: ClusterConf) -> str:
@@ -83,7 +86,9 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "SchedulerParameters=batch_sched_delay=0",
         "MpiDefault=none",
         "LaunchParameters=enable_nss_slurm",
-        f"TaskProlog={TASK_PROLOG}",
+        f"TaskProlog={c.task_prolog}",
+        *([f"Prolog={c.prolog}"] if c.prolog else []),
+        *([f"Epilog={c.epilog}"] if c.epilog else []),
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
         f"MaxNodeCount={c.max_nodes}",
@@ -143,7 +148,7 @@ def render_nss_slurm_conf() -> str:
     return "SlurmdSpoolDir=/var/lib/slurm/slurmd\n"
 
 
-def render_sshd_config(port: int = 22) -> str:
+def render_sshd_config(port: int = 22, banner: str = "") -> str:
     """The login node's sshd: keys only, root and the test user, keys kept outside the shared /home."""
     return (
         "\n".join(
@@ -164,6 +169,7 @@ def render_sshd_config(port: int = 22) -> str:
                 "AcceptEnv LANG LC_*",
                 "Subsystem sftp internal-sftp",
                 "PidFile /run/sshd.pid",
+                *([f"Banner {banner}"] if banner else []),
             ]
         )
         + "\n"

@@ -1,0 +1,131 @@
+"""Integration: nothing left behind on a cluster (issue 17).
+
+- SIGTERM to a pytest run in the middle of a check leaves no job of that run in the queue (seen by root on the
+  controller, so nothing the user's view hides);
+- a job Slurm says can never run (a request beyond every node) fails at once with Slurm's reason instead of
+  waiting out its timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    home, workdir, common = private_deployment(tmp_path_factory, "cleanup")
+    first = run_pytest(home, "--slurmflox-up=local", "-m", "T5", *common)
+    try:
+        assert first.outcomes("passed"), first.output[-4000:]
+        yield home, workdir, common
+    finally:
+        print(destroy(home, common)[-2000:])
+
+
+def _cluster(workdir):
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
+    return settings, LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+
+
+def _run_jobs(workdir, run_id: str) -> list[str]:
+    _, cluster = _cluster(workdir)
+    res = cluster.node_runner("ctl").run("squeue -h -a -o '%i|%j|%T'")
+    assert res.ok, res.describe()
+    return [line for line in res.stdout.splitlines() if f"|sfx-{run_id}-" in line]
+
+
+def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
+    home, workdir, common = deployment
+    run_id = f"sigterm{os.getpid()}"
+    # T8's leftover checks hold a job for several seconds: the run is mid-check when the signal comes.
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_slurmflox.suites", "-p", "no:randomly", "-m", "T8"]
+    proc = subprocess.Popen([*cmd, f"--slurmflox-run-id={run_id}", *common], cwd=home, env=clean_env())
+    try:
+        deadline = time.monotonic() + 180
+        while not _run_jobs(workdir, run_id):
+            assert proc.poll() is None and time.monotonic() < deadline, "no job of the run ever reached the queue"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 30
+    left = _run_jobs(workdir, run_id)
+    while any(not line.endswith(("|CANCELLED", "|COMPLETED", "|FAILED")) for line in left):
+        assert time.monotonic() < deadline, f"jobs of run {run_id} still in the queue after SIGTERM: {left}"
+        time.sleep(1)
+        left = _run_jobs(workdir, run_id)
+
+
+def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
+    from pytest_slurmflox.run import CommandFailed
+    from pytest_slurmflox.slurm import NeverRuns, SlurmClient
+    from pytest_slurmflox.submit import Jobs
+
+    _, workdir, _ = deployment
+    settings, cluster = _cluster(workdir)
+    login = cluster.node_runner("login", settings.test_user)
+    jobs = Jobs(login=login, slurm=SlurmClient(user=login), run_id=f"never{os.getpid()}", label="beyond-every-node")
+    t0 = time.monotonic()
+    try:
+        job = jobs.sbatch("#!/bin/bash\ntrue\n", f"-c{settings.worker_cpus * 100}")
+        with pytest.raises(NeverRuns) as caught:
+            jobs.wait(job, timeout=180)
+        message = str(caught.value)
+    except CommandFailed as refused:  # sbatch itself refusing is failing at once, with Slurm's words too
+        message = str(refused)
+    finally:
+        jobs.cleanup()
+    took = time.monotonic() - t0
+    print(f"failed after {took:.1f}s: {message}")
+    assert took < 10, (took, message)
+    assert "PartitionConfig" in message or "Requested node configuration is not available" in message, message
+
+
+def test_run_files_are_removed_unless_kept(deployment):
+    home, workdir, common = deployment
+    settings, _ = _cluster(workdir)
+    runs = workdir / "local" / "home" / settings.test_user / "slurmflox-runs"
+    removed = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxgone", *common)
+    assert removed.outcomes("passed") and not removed.outcomes("failure"), removed.output[-3000:]
+    assert not (runs / "sfxgone").exists(), sorted(p.name for p in runs.iterdir())
+    kept = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxkept", "--slurmflox-keep", *common)
+    assert kept.outcomes("passed") and not kept.outcomes("failure"), kept.output[-3000:]
+    assert any((runs / "sfxkept").iterdir()), "the kept run's job output is still in the user's home"
+
+
+def test_a_customer_target_without_worker_cpus_gives_t8_not_run_naming_the_key(deployment):
+    """Issue 17, declared expectations only: the local cluster described as a customer's (substrate existing),
+    its target file declaring the memory but not the CPUs."""
+    import yaml
+
+    home, workdir, common = deployment
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc["substrate"] = "existing"
+    doc.pop("deployment", None)
+    doc.pop("workdir", None)
+    settings = (doc.get("expect") or {}).get("settings") or {}
+    mem = settings.get("WORKER_MEM_MB", "2048")
+    doc["expect"] = {"settings": {"WORKER_MEM_MB": mem}}
+    customer = home / "customer.yaml"
+    customer.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, f"--slurmflox-target={customer}", "-m", "T8", "-k", "declared or refused", *common)
+    cpus = {n: c for n, c in run.cases.items() if "declared_cpu" in n or "cpus" in n or "advertised" in n}
+    assert cpus, run.output[-3000:]
+    for name, (outcome, message) in cpus.items():
+        assert outcome == "skipped" and "not run:" in message and "WORKER_CPUS" in message, (name, message)
+    assert "NOT RUN" in run.output and "T8" in run.output, run.output[-3000:]
