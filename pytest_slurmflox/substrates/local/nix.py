@@ -31,7 +31,8 @@ builtins.derivation {
   builder = "/bin/sh";
   PATH = "/usr/bin:/bin";
   src = builtins.path { path = src; name = name + "-definition"; };
-  args = [ "-c" "cp -R \"$src\" \"$out\" && chmod -R u+w \"$out\" && printf '%s\\n' \"$name\" > \"$out/.slurmflox-realized\"" ];
+  args = [ "-c" ("cp -R \"$src\" \"$out\" && chmod -R u+w \"$out\" && "
+    + "printf '%s\\n' \"$name\" > \"$out/.slurmflox-realized\"") ];
 }
 """
 
