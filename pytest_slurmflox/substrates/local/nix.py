@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
 
 #: Settings for every Nix command: offline, no sandbox, no build users (root builds), nothing substituted.
@@ -142,8 +143,33 @@ class NixStore:
         except (OSError, ValueError):
             return None
 
+    def registered_hash(self, path: str) -> str:
+        """The NAR hash the store registered for ``path`` when it was built (``sha256:<base32>``)."""
+        return self.run("nix-store", "-q", "--hash", path).stdout.strip()
+
     def verify(self, path: str) -> Verification:
         """Nix's own content check of ``path`` (the hash recorded at registration against the bytes now)."""
         proc = self.run("nix-store", "--verify-path", path, check=False)
         detail = proc.stderr.strip() or f"exit {proc.returncode}"
         return Verification(path, proc.returncode == 0, "" if proc.returncode == 0 else detail)
+
+
+def realize_worker(ref: str, store_root: Path, records: Path, worker: str) -> runtime.Realized:
+    """Realize ``ref`` for ``worker``: check the definition, build its derivation, make it the current generation of
+    the worker's profile, and keep the provider's record (PATH entries, exports) under ``records`` by store name."""
+    env_ref = EnvRef.parse(ref)
+    runtime.check_manifest(env_ref, definition_dir(env_ref, ENVS_ROOT))
+    nix = NixStore(store_root)
+    path = nix.realize(ref)
+    nix.set_profile(worker, path)
+    host = nix.root / path.lstrip("/")
+    record = runtime.ensure_record(env_ref, records, host)
+    return runtime.Realized(str(env_ref), host, record.content_digest, record)
+
+
+#: The NAR hash of what a worker really has at ``$1``, computed on the worker without touching the store database
+#: (``nix-store --dump`` serializes a path; ``nix-hash`` converts), in the store's ``sha256:<base32>`` form.
+WORKER_NAR_HASH_SH = (
+    'h=$(/usr/bin/nix-store --dump "$1" | /usr/bin/sha256sum) && h=${h%% *} && '
+    'echo "sha256:$(/usr/bin/nix-hash --type sha256 --to-base32 "$h")"'
+)
