@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.expectations import is_pinned_reference
+from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._support import _q, cohort, declared_nodeset, on_each, per_node, require, requirement, runtimes
@@ -62,6 +63,35 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
             got == [rt.content_digest],
             f"{node}: content at {rt.realized_path} is {expect.environment}'s (provider digest "
             f"{rt.content_digest}, worker has {got[-1]})",
+            res,
+        )
+
+
+def test_every_worker_runs_the_pinned_nix_store_path_unmodified(target, submit, workers, expect):
+    """#20: the realized path each worker has equals the store path our code computes for the pinned generation
+    (nix-instantiate over our derivation, through the pool), ``nix-store --verify-path`` passes on that path in the
+    substrate's store, and the NAR hash of what each worker really has there equals the hash the store registered."""
+    expected_path = getattr(target.pool, "expected_store_path", None)
+    store_verification = getattr(target.pool, "store_verification", None)
+    if expected_path is None or store_verification is None:
+        pytest.skip("missing capability nix-store: the worker owner computes no store path for the pinned generation")
+    expected = expected_path(expect.environment)
+    records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    for node, rt in records.items():
+        requirement(
+            rt.realized_path == expected,
+            f"{node}: realized path {rt.realized_path} is {expect.environment}'s store path {expected}",
+            str(rt),
+        )
+    ok, detail, registered = store_verification(expected)
+    requirement(ok, f"nix-store --verify-path {expected} passes in the substrate's store", detail)
+    res = on_each(submit, workers, f"/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar {_q(expected)}")
+    seen = per_node(res)
+    for node in records:
+        got = seen.get(node, ["<no answer>"])
+        requirement(
+            got == [registered],
+            f"{node}: the NAR hash of {expected} on the worker is the registered {registered} (worker: {got[-1]})",
             res,
         )
 

@@ -163,12 +163,12 @@ def _node_annotations(workdir: Path, name: str) -> dict:
 def test_other_generations_content_under_the_pinned_path_fails_t2(deployment):
     """Issue case 1: the worker's realized environment replaced by another generation's content while every
     profile file still names the pinned generation. T2 recomputes the content digest on the worker."""
-    from pytest_slurmflox.substrates.local import image, runtime
+    from pytest_slurmflox.substrates.local import image, nix
 
     _, workdir, _, _ = deployment
     pinned = _node_annotations(workdir, "worker1")["realized_path"]
-    other = runtime.realize("local/demo:2", image.cache_root() / "store")
-    cmds = {"worker1": (f"mount --bind /flox/store/{other.store_name} {pinned}", f"umount {pinned}")}
+    other = nix.NixStore(image.cache_root() / "nix").realize("local/demo:2")
+    cmds = {"worker1": (f"mount --bind {other} {pinned}", f"umount {pinned}")}
     run = _mutated(deployment, cmds, "-m", "T2 or T3 or TP or T11")
     failed = run.outcomes("failure")
     assert any("test_every_worker_has_the_pinned_generations_content" in f for f in failed), run.output[-3000:]

@@ -265,6 +265,7 @@ class LocalCluster:
             "HOSTS_FILE": str(self.local / "hosts"),
             "SCRIPTS_DIR": str(self.local / "scripts"),
             "STORE_DIR": str(self.store),
+            "NIX_DIR": str(self.cache / "nix" / "nix"),
             "MUNGE_KEY": str(self.workdir.munge_key),
             "AUTH": AUTH,
             "HOME_MOUNT": "/home",  # controller and login; a worker's boot env overrides it

@@ -58,6 +58,7 @@ NODE_PACKAGES = (
     "procps",
     "iproute2",
     "passwd",
+    "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
 )
 
 BUILDER_PACKAGES = (

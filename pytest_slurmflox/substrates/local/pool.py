@@ -18,7 +18,7 @@ from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings, to_raw
 from ...state import atomic_write
 from ...target import Expectations, expect_document, worker_settings_document
-from . import runtime, slurmconf
+from . import nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
@@ -71,6 +71,20 @@ class LocalWorkerPool(WorkerPool):
         res = self.cluster.node_runner(name).run("cat /run/flox-task-profile/current/revision", timeout=15)
         text = res.stdout.strip()
         return text if res.ok and text else None
+
+    def expected_store_path(self, ref: str) -> str:
+        """The store path ``ref`` realizes to, computed by nix-instantiate over our derivation (#20)."""
+        from .nix import NixStore
+
+        return NixStore(self.cluster.cache / "nix").expected_path(ref)
+
+    def store_verification(self, path: str) -> tuple[bool, str, str]:
+        """Nix's own check of ``path`` in the substrate's store: (verify-path passed, its words, registered hash)."""
+        from .nix import NixStore
+
+        store = NixStore(self.cluster.cache / "nix")
+        check = store.verify(path)
+        return check.ok, check.detail, store.registered_hash(path) if check.ok else ""
 
     def realization(self, name: str) -> dict | None:
         """The runtime provider's record of what worker ``name`` was given: ``{"environment", "realized_path",
@@ -219,7 +233,7 @@ class LocalWorkerPool(WorkerPool):
     # ------------------------------------------------------------------------------------------ one worker
     def _worker_boot(self, settings: Settings, ref: str, realized: runtime.Realized, revision: str) -> dict[str, str]:
         return {
-            "FLOX_ENV": f"{NODE_IMAGE_PATH}/{realized.store_name}",
+            "FLOX_ENV": f"/nix/store/{realized.store_name}",
             "SLURMFLOX_ENVIRONMENT": ref,
             "SLURMFLOX_ACTIVATE_MODE": settings.worker_flox_activate_mode,
             "SLURMFLOX_IMAGE": self.cluster.image_ref(),
@@ -257,7 +271,7 @@ class LocalWorkerPool(WorkerPool):
             "runtime_class": None,
         }
         try:
-            realized = runtime.realize(ref, cluster.store)
+            realized = nix.realize_worker(ref, cluster.cache / "nix", cluster.store, name)
         except runtime.RealizationError as exc:
             node = cluster.make_node(name, "worker", address)
             node.stop()

@@ -243,7 +243,7 @@ def definition_dir(ref: EnvRef, envs_root: Path = ENVS_ROOT) -> Path:
     return path
 
 
-def _check_manifest(ref: EnvRef, src: Path) -> dict:
+def check_manifest(ref: EnvRef, src: Path) -> dict:
     try:
         manifest = json.loads((src / "manifest.json").read_text())
     except FileNotFoundError:
@@ -326,13 +326,13 @@ def realize(ref: str, store: Path, envs_root: Path = ENVS_ROOT) -> Realized:
     """Realize ``ref`` into ``store`` (idempotent: an existing entry with the same content is reused)."""
     env_ref = EnvRef.parse(ref)
     src = definition_dir(env_ref, envs_root)
-    _check_manifest(env_ref, src)
+    check_manifest(env_ref, src)
     digest = _content_hash(src)
     store.mkdir(parents=True, exist_ok=True)
     dest = store / f"{digest[:32]}-{env_ref.name}-{env_ref.generation}"
     with FileLock(str(store / ".lock")):
         if (dest / ".slurmflox-realized").is_file():
-            return Realized(str(env_ref), dest, digest, _ensure_record(env_ref, store, dest))
+            return Realized(str(env_ref), dest, digest, ensure_record(env_ref, store, dest))
         if dest.exists():  # a crash mid-copy: never trust a half entry
             _force_remove(dest)
         tmp = Path(tempfile.mkdtemp(prefix=".realizing-", dir=store))
@@ -344,11 +344,11 @@ def realize(ref: str, store: Path, envs_root: Path = ENVS_ROOT) -> Realized:
         except BaseException:
             _force_remove(tmp)
             raise
-        record = _ensure_record(env_ref, store, dest)
+        record = ensure_record(env_ref, store, dest)
     return Realized(str(env_ref), dest, digest, record)
 
 
-def _ensure_record(ref: EnvRef, store: Path, entry: Path) -> RealizationRecord:
+def ensure_record(ref: EnvRef, store: Path, entry: Path) -> RealizationRecord:
     """Write the record of a freshly realized entry (or of an entry realized before records existed)."""
     existing = read_record(store, entry.name)
     if existing is not None:

@@ -66,6 +66,7 @@ bind_ro "$CONF_DIR" "$M/etc/slurm"
 bind_ro "$HOSTS_FILE" "$M/etc/hosts"
 bind_ro "$SCRIPTS_DIR" "$M/opt/slurmflox"
 bind_ro "$STORE_DIR" "$M/flox/store"
+if [ -n "${NIX_DIR:-}" ]; then mkdir -p "$NIX_DIR" "$M/nix" && bind_ro "$NIX_DIR" "$M/nix"; fi  # #20: the Nix store
 mkdir -p "$M/run/slurmflox/ctl"
 mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
 install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
