@@ -38,7 +38,7 @@ def _pytest(*args: str) -> float:
 
 
 def one_run(workers: int, extra: list[str], reports: Path, run_id: str) -> Sample:
-    up = _pytest("--slurmflox-up=local", *extra)
+    up = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra)  # converge only, no checks
     xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
     wall = _pytest("-m", "acceptance", *xdist, f"--slurmflox-reports={reports}", f"--slurmflox-run-id={run_id}", *extra)
     doc = json.loads((reports / run_id / "evidence.json").read_text())
