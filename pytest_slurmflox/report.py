@@ -30,6 +30,7 @@ from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from .signoff import EXCERPT, Check, CheckCollector, SignOff, decide, failure_line, report_properties, summary_lines
 from .state import atomic_write
 from .target import TargetError, TargetSpec, load_target
+from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
 from .validation import SCHEMA_ID
 
 __all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest", "load_spec"]
@@ -160,7 +161,9 @@ class ReportWriter:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
         if self.signoff is not None:
-            prefix.insert(0, summary_html(self.signoff, self.state.run_id, self.paths))
+            timeline = timeline_html(list(self.collector.checks.values()), self.started)
+            top = summary_html(self.signoff, self.state.run_id, self.paths) + timeline
+            prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -225,6 +228,8 @@ class ReportWriter:
         """Runs after JUnit and HTML are written: print the summary, then scan every artifact for secrets."""
         if self.signoff is None:
             return
+        if self.paths.html.is_file():
+            hoist_top(self.paths.html)
         verdict_ok = self.signoff.signed or not self.signoff.requested
         terminalreporter.write_sep("=", "slurmflox sign-off summary", bold=True)
         for line in summary_lines(self.signoff, self.state.run_id):

@@ -41,6 +41,9 @@ class Check:
     failure: str = ""  #: full failure text (redacted)
     duration: float = 0.0
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    start: float = 0.0  #: wall clock (epoch seconds) of its setup, for the report's timeline
+    stop: float = 0.0  #: wall clock of its teardown's end
+    runner: str = ""  #: the pytest-xdist worker that ran it ("" in a single process)
 
     @property
     def requirement_id(self) -> str:
@@ -59,6 +62,12 @@ class Check:
             "duration": round(self.duration, 4),
             "evidence": self.evidence,
         }
+
+
+def _runner(report: Any) -> str:
+    """The pytest-xdist worker id a controller-side report came from ("" when the run had no workers)."""
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    return str(getattr(gateway, "id", "") or "")
 
 
 def report_properties(report: Any) -> list[tuple[str, Any]]:
@@ -91,6 +100,11 @@ class CheckCollector:
     def add(self, report: Any) -> Check:
         check = self.checks.setdefault(report.nodeid, Check(nodeid=report.nodeid))
         check.duration += float(getattr(report, "duration", 0.0) or 0.0)
+        start, stop = float(getattr(report, "start", 0.0) or 0.0), float(getattr(report, "stop", 0.0) or 0.0)
+        if start and (not check.start or start < check.start):
+            check.start = start
+        check.stop = max(check.stop, stop)
+        check.runner = check.runner or _runner(report)
         for name, value in report_properties(report):
             if name == "slurmflox_group":
                 check.group = str(value)

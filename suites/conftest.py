@@ -25,6 +25,14 @@ def workers(target) -> list[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _cohort_preflight(workers: list[str]) -> None:
+    """The cohort pre-flight (#16): every check depends on the cohort check of :func:`workers`, run once per process
+    before the first check. A drained, unready, unregistered or foreign worker (or a login/controller that does not
+    answer) FAILS the first check's setup naming the cause, and pytest re-raises the same cached failure for every
+    later check at once: each is reported blocked with that reason instead of waiting for its own job timeout."""
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _declared_login_answers(target) -> None:
     """The login endpoint (and Slurm behind it) is declared by every target file: when it does not answer, every
     check FAILS with the error instead of SKIPping as if the target had no Slurm."""

@@ -10,6 +10,7 @@ PASSES again. A suite that cannot fail is a defect. docs/evidence-table.md maps 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -237,14 +238,34 @@ def test_unready_worker_in_the_partition_fails_the_cohort(deployment):
         )
     }
     run = _mutated(deployment, cmds, "-m", "T2")
-    assert "test_t02_pinned_realization::test_cohort_is_what_slurm_lists_and_the_owner_owns" in run.outcomes(
-        "failure"
-    ), run.output[-3000:]
-    assert "worker2 is in partition all but not serving (state drained)" in _messages(run), run.output[-3000:]
+    # the cohort pre-flight (#16) decides it in the first check's setup: an error there, every check blocked by it
+    assert "test_t02_pinned_realization::test_cohort_is_what_slurm_lists_and_the_owner_owns" in run.outcomes("error"), (
+        run.output[-3000:]
+    )
+    assert "worker2 is in partition all but not serving (state drained)" in _messages(run, "error"), run.output[-3000:]
     assert run.outcomes("skipped") == [] or all(
         "missing capability kubernetes" in m for o, m in run.cases.values() if o == "skipped"
     ), run.output[-3000:]
     _passes_again(deployment, "-m", "T2")
+
+
+def test_drained_worker_fails_the_preflight_fast_and_blocks_the_run(deployment):
+    """#16: the default acceptance run with one worker drained reports the pre-flight FAIL naming that worker
+    within 60 s, every other check blocked by the same cause (no check waits for its own timeout)."""
+    home, workdir, common, _ = deployment
+    _sh(workdir, "ctl", "scontrol update nodename=worker2 state=drain reason=sfx-preflight")
+    try:
+        began = time.monotonic()
+        run = run_pytest(home, "-m", "acceptance", *common, timeout=600)
+        elapsed = time.monotonic() - began
+    finally:
+        _sh(workdir, "ctl", "scontrol update nodename=worker2 state=resume")
+    assert elapsed < 60, f"the drained-worker run took {elapsed:.0f} s"
+    assert run.outcomes("passed") == [], run.output[-3000:]
+    blocked = [m for o, m in run.cases.values() if o == "error"]
+    assert blocked and all("worker2 is in partition all but not serving (state drained)" in m for m in blocked), (
+        run.output[-3000:]
+    )
 
 
 def test_node_its_owner_does_not_list_fails_the_cohort(deployment):

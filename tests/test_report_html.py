@@ -129,3 +129,8 @@ def test_skipped():
     assert "none in this fake" in groups["T5"][-1]
     # per-test evidence, rendered into the results rows by the page's script
     assert "evidence-line-for-chromium" in dom and 'class="sfx-cmd"' in dom
+    # the sign-off summary and the run's timeline sit above the environment table (#16)
+    assert dom.index('id="slurmflox-signoff"') < dom.index('id="slurmflox-timeline"') < dom.index('id="environment"')
+    svg = dom[dom.index("<svg") : dom.index("</svg>")]
+    assert svg.count('class="sfx-bar') == 2 and "test_ok" in svg and "test_skipped" in svg
+    assert 'class="sfx-bar sfx-pass"' in svg and 'class="sfx-bar sfx-skip"' in svg

@@ -1,0 +1,84 @@
+"""Benchmark of the default acceptance run (#16): runs it N times serially and N times under pytest-xdist against
+the deployment recorded in the work dir, and prints median/min/max wall time, the longest single check, their
+ratio, the phase costs and whether every run gave the same verdicts.
+
+Why a script and not a timed test: wall time on a shared 2-core machine is a measurement, not a pass/fail fact.
+Phases: ``up`` is a no-change ``pytest --slurmflox-up=local``; ``checks`` is the plugin's own run duration from
+evidence.json; ``report`` is the rest of the wall time (start-up, collection, writing HTML/JUnit, secret scan).
+
+    .venv/bin/python bench/acceptance_bench.py --runs 5 --workers 0 2 -- --slurmflox-workdir=/path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Sample:
+    wall: float
+    up: float
+    checks: float
+    longest: tuple[str, float]
+    verdicts: dict[str, str]
+
+
+def _pytest(*args: str) -> float:
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True, check=False)
+    return time.monotonic() - began
+
+
+def one_run(workers: int, extra: list[str], reports: Path, run_id: str) -> Sample:
+    up = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra)  # converge only, no checks
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    wall = _pytest("-m", "acceptance", *xdist, f"--slurmflox-reports={reports}", f"--slurmflox-run-id={run_id}", *extra)
+    doc = json.loads((reports / run_id / "evidence.json").read_text())
+    checks = doc["checks"]
+    longest = max(((c["nodeid"], float(c["duration"])) for c in checks), key=lambda t: t[1], default=("none", 0.0))
+    verdicts = {c["nodeid"]: c["verdict"] for c in checks}
+    return Sample(wall, up, float(doc["run"]["duration"]), longest, verdicts)
+
+
+def table_row(label: str, samples: list[Sample]) -> str:
+    walls = [s.wall for s in samples]
+    longest = max(s.longest[1] for s in samples)
+    med = statistics.median(walls)
+    return (
+        f"| {label} | {len(samples)} | {med:.1f} | {min(walls):.1f} | {max(walls):.1f} | {longest:.1f} | "
+        f"{med / longest if longest else 0:.2f} | {statistics.median(s.up for s in samples):.2f} | "
+        f"{statistics.median(s.checks for s in samples):.1f} | "
+        f"{statistics.median(s.wall - s.checks for s in samples):.1f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="0 = serial; N = pytest -n N")
+    parser.add_argument("extra", nargs="*", help="options for every pytest call (after --)")
+    args = parser.parse_args(argv)
+    reports = Path(tempfile.mkdtemp(prefix="sfx-bench-"))
+    print("| mode | runs | median s | min s | max s | longest check s | median/longest | up s | checks s | rest s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    verdicts: list[dict[str, str]] = []
+    for workers in args.workers:
+        label = "serial" if workers == 0 else f"xdist -n {workers}"
+        samples = [one_run(workers, args.extra, reports, f"bench-{workers}-{i}") for i in range(args.runs)]
+        verdicts.extend(s.verdicts for s in samples)
+        print(table_row(label, samples), flush=True)
+    same = all(v == verdicts[0] for v in verdicts)
+    print(f"verdicts identical across all runs: {same}; reports in {reports}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
