@@ -20,8 +20,8 @@ import yaml
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
-from pytest_slurmflox.substrates import SubstrateUnavailable
-from pytest_slurmflox.substrates.local import cgroups, proc
+from pytest_slurmflox.substrates import SubstrateUnavailable, proc
+from pytest_slurmflox.substrates.local import cgroups
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.substrates import SubstrateUnavailable
-from pytest_slurmflox.substrates.local import apt, keys, proc, runtime, slurmconf
+from pytest_slurmflox.substrates import SubstrateUnavailable, proc
+from pytest_slurmflox.substrates.local import apt, keys, runtime, slurmconf
 from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 # ------------------------------------------------------------------------------------------------ apt sources

@@ -16,11 +16,12 @@ from pytest_slurmflox.render.cloudinit import SeedSpec, render_seed
 from pytest_slurmflox.settings import SettingsError, resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
+from pytest_slurmflox.substrates import proc as pidproof
+from pytest_slurmflox.substrates.proc import ProcessProof
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, fabric, seed
 from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.images import BootSpec, ImageError, local_image, parse_checksum_file
 from pytest_slurmflox.substrates.qemu.network import offline_reason
-from pytest_slurmflox.substrates.qemu.proc import ProcessProof
 from pytest_slurmflox.substrates.qemu.testimage import host_debian_mirror
 from pytest_slurmflox.substrates.qemu.vm import TCG_ARGS, Accel, VmSpec, choose_accel, qemu_argv
 
@@ -177,7 +178,7 @@ def test_stale_pidfile_is_not_trusted(tmp_path):
 
 def test_terminate_ends_a_proven_process(tmp_path, bash_process):
     proc, _ = bash_process
-    assert ProcessProof.terminate(proc.pid, timeout=5)
+    assert pidproof.terminate(proc.pid, timeout=5)
     assert proc.wait(timeout=5) is not None
 
 

@@ -27,9 +27,9 @@ from filelock import FileLock
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
+from pytest_slurmflox.substrates import proc as pidproof
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, fabric, kubeadm
 from pytest_slurmflox.substrates.qemu.images import BootSpec
-from pytest_slurmflox.substrates.qemu.proc import ProcessProof
 from pytest_slurmflox.substrates.qemu.vm import choose_accel, find_qemu
 
 pytestmark = pytest.mark.kvm
@@ -268,7 +268,7 @@ def test_down_in_reverse_order_then_up_reuses_overlays_and_distrusts_stale_pidfi
     for n in range(1, NODES + 1):
         assert _ok(cluster, n, "cat /var/tmp/state-marker").strip() == token  # overlay state kept
         pid = cluster.vm(n).pid()
-        assert pid is not None and ProcessProof.alive(pid)
+        assert pid is not None and pidproof.alive(pid)
     for n in range(1, NODES + 1):  # one console log per node, appended across boots
         assert cluster.vm(n).spec.console.read_bytes().count(b"Linux version") == 2
     # the shared home comes back on its own (automount) after node1 restarted
@@ -281,7 +281,7 @@ def test_destroy_and_strip_secrets_leave_none_of_the_listed_files(cluster):
         cluster.strip_secrets()
     pids = [cluster.vm(n).pid() for n in range(1, NODES + 1)]
     cluster.destroy()
-    assert all(not ProcessProof.alive(p) for p in pids if p)
+    assert all(not pidproof.alive(p) for p in pids if p)
     assert not wd.nodes.exists()
     assert (wd.seed / "topology.json").exists()  # destroy keeps seeds (and caches)
     removed = cluster.strip_secrets()

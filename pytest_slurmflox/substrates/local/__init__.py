@@ -2,7 +2,8 @@
 
 Modules, one job each: ``apt`` (host checks, mirror, host packages), ``image`` (node rootfs build and cache),
 ``runtime`` (local runtime provider: realize/activate ``local/<name>:<gen>``), ``network`` (bridge and veths
-inside our namespaces), ``node`` (one node's namespaces, layers and supervising process), ``proc`` (PID proof),
+inside our namespaces), ``node`` (one node's namespaces, layers and supervising process; its PID proven by
+``substrates/proc.py``, shared with the qemu substrate),
 ``scripts`` (node boot/init programs), ``slurmconf`` (pure config renderers), ``keys`` (credentials),
 ``forward`` (the loopback port forwarder program), ``forwarder`` (its supervisor), ``exec`` (NamespaceRunner),
 ``cluster`` (LocalCluster: node primitives), ``pool`` (LocalWorkerPool: the cohort), ``substrate`` (LocalSubstrate:

@@ -26,8 +26,8 @@ from filelock import FileLock
 from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
-from .. import Progress, SubstrateUnavailable
-from . import apt, cgroups, image, proc, runtime, scripts, sitenoise, slurmconf
+from .. import Progress, SubstrateUnavailable, proc
+from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec

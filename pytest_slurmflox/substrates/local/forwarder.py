@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import SubstrateUnavailable
-from . import proc
+from .. import SubstrateUnavailable, proc
 from .network import Fabric, address_for, ns_inode
 
 LOGIN = "login"

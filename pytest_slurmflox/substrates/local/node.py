@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...state import atomic_write
-from . import proc
+from .. import proc
 from .network import Fabric, ns_inode
 
 #: sh program: write our own PID into each cgroup.procs file given before ``--``, then exec the rest.

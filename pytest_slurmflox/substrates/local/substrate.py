@@ -29,9 +29,10 @@ import time
 
 import yaml
 
-from ...state import atomic_write
+from ...settings import Settings, SubstrateOptions
+from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
-from .. import SubstrateUnavailable
+from .. import Progress, Substrate, SubstrateUnavailable
 from . import keys
 from .cluster import AUTH, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarder import LoginForwarder
@@ -39,10 +40,22 @@ from .network import address_for
 from .pool import LocalWorkerPool
 
 
-class LocalSubstrate(LocalCluster):
+class LocalSubstrate(LocalCluster, Substrate):
     """The lifecycle verbs over the node primitives (cluster.py), the cohort (pool.py) and the forwarder."""
 
     name = "local"
+
+    @classmethod
+    def from_options(
+        cls,
+        settings: Settings,
+        workdir: Workdir,
+        progress: Progress,
+        options: SubstrateOptions,
+        explicit: frozenset[str],
+    ) -> LocalSubstrate:
+        """The local rows of the option table: the image/store cache and the site-noise switch."""
+        return cls(settings, workdir, progress, cache=options.local_cache, site_noise=options.local_site_noise)
 
     def pool(self) -> LocalWorkerPool:
         return LocalWorkerPool(self)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import SubstrateUnavailable
-from .proc import ProcessProof
+from .. import proc as pidproof
+from ..proc import ProcessProof
 
 FABRIC_NETWORK = "10.20.0.0/24"
 FABRIC_PREFIX = "10.20.0."
@@ -130,5 +131,5 @@ class Fabric:
     def stop(self, timeout: float = 10) -> None:
         pid = self.proof().trusted_pid()
         if pid is not None:
-            ProcessProof.terminate(pid, timeout)
+            pidproof.terminate(pid, timeout)
         self.pidfile.unlink(missing_ok=True)

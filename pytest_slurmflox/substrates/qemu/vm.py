@@ -2,7 +2,7 @@
 
 Plain QEMU, no libvirt. Each VM lives in ``<workdir>/nodes/nodeN/``: ``disk.qcow2`` (overlay over the base
 image), ``qemu.pid``, ``qmp.sock``, ``console.log`` (appended across boots). The pidfile is only believed after
-:class:`~.proc.ProcessProof` has matched the live process (qemu-system-* executable, this overlay on its
+:class:`~..proc.ProcessProof` has matched the live process (qemu-system-* executable, this overlay on its
 command line, comm ``qemu-nodeN``).
 
 Accelerator: KVM wherever it really works. A nested PVM KVM (module ``kvm_pvm``) accepts ``/dev/kvm`` but stops
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import SubstrateUnavailable
+from .. import proc as pidproof
+from ..proc import ProcessProof
 from .images import BootSpec
-from .proc import ProcessProof
 
 TCG_ARGS = ("-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max")
 KVM_ARGS = ("-accel", "kvm", "-cpu", "host")
@@ -283,7 +284,7 @@ class Vm:
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             qmp(self.spec.qmp, "quit")
         if not self._wait_exit(pid, 10):
-            ProcessProof.terminate(pid, 10)
+            pidproof.terminate(pid, 10)
         self.spec.pidfile.unlink(missing_ok=True)
         return time.monotonic() - t0
 
@@ -291,7 +292,7 @@ class Vm:
     def _wait_exit(pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not ProcessProof.alive(pid):
+            if not pidproof.alive(pid):
                 return True
             time.sleep(0.1)
         return False
