@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .run import Result, Runner
-from .slurm import JobState, SlurmClient
+from .slurm import TERMINAL_STATES, JobState, SlurmClient
 
 #: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
 RUNS_DIR = "$HOME/slurmflox-runs"
@@ -55,8 +55,10 @@ class Jobs:
         self.submitted.append(job_id)
         return job_id
 
-    def wait(self, *job_ids: str, timeout: float = 120.0) -> dict[str, JobState]:
-        return self.slurm.wait(job_ids, timeout=timeout)
+    def wait(
+        self, *job_ids: str, timeout: float = 120.0, until: frozenset[str] = TERMINAL_STATES
+    ) -> dict[str, JobState]:
+        return self.slurm.wait(job_ids, timeout=timeout, until=until)
 
     def output(self, job_id: str) -> str:
         return self.login.run(f"cat {self.outdir}/{shlex.quote(job_id)}.out").check().stdout
