@@ -12,6 +12,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+#: The groups the default acceptance must PASS on a local cluster (trixie's run, tests/test_acceptance_local.py, and
+#: bookworm's, tests/test_bookworm_local.py, assert the same list).
+LOCAL_MUST_PASS = (
+    "test_t03_task_profile",
+    "test_t05_interactive",
+    "test_t06_mpi",
+    "test_t07_policy",
+    "test_t08_resources",
+    "test_t09_storage_login",
+    "test_ti_identity",
+    "test_tp_provenance",
+    "test_tf_failure_isolation",
+    "test_t11_revision",
+)
+#: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
+LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
+
+
+def passed_groups(passed: list[str]) -> set[str]:
+    """The groups (suite modules) with at least one PASSED check."""
+    return {name.split("::", 1)[0] for name in passed}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

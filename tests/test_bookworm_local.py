@@ -1,0 +1,94 @@
+"""Integration: the default acceptance against a bookworm local cluster, Debian's Slurm 22.05 (issue 17, item 5).
+
+bookworm's Slurm has neither sackd nor auth/slurm (both 23.11), so its local cluster runs auth/munge for RPCs and
+job credentials, munged on every node, and the test account on the controller too (slurmctld resolves the
+submitting user itself, as on a site with a directory service). Provisioned the way a user does it
+(``--slurmflox-up=local --slurmflox-local-suite=bookworm -m acceptance``) in a private work dir; destroyed at the end.
+
+The same groups must PASS as on trixie's 24.11 (``LOCAL_MUST_PASS``, which tests/test_acceptance_local.py asserts
+for trixie's run). A SKIP must name a missing capability: the ones trixie's run has (Kubernetes, the Flox shim), or
+one this Slurm lacks, decided by the version the cluster reports and said so in the check's message.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from acceptance_helpers import (
+    LOCAL_MISSING_CAPABILITIES,
+    LOCAL_MUST_PASS,
+    destroy,
+    passed_groups,
+    private_deployment,
+    run_pytest,
+)
+
+pytestmark = pytest.mark.integration
+
+SUITE = "bookworm"
+#: What bookworm's 22.05 lacks that the default acceptance exercises: ``--export=NIL`` is new in 23.02.
+OLD_SLURM_MISSING = ("export-NIL",)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    home, workdir, common = private_deployment(tmp_path_factory, SUITE)
+    common = (*common, f"--slurmflox-local-suite={SUITE}")
+    t0 = time.monotonic()
+    try:
+        run = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", *common)
+        print(f"[bookworm] up + default acceptance: {time.monotonic() - t0:.1f}s")
+        yield home, workdir, common, run
+    finally:
+        print(destroy(home, common)[-2000:])
+
+
+def _substrate(workdir):
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    settings = resolve(cli={"WORKDIR": str(workdir), "LOCAL_SUITE": SUITE}, substrate="local").settings
+    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+
+
+def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
+    _, workdir, _, run = deployment
+    sub = _substrate(workdir)
+    ctl = sub.node_runner("ctl")
+    version = ctl.run("sinfo --version")
+    assert version.ok and re.fullmatch(r"slurm 22\.05\.\d+\s*", version.stdout), (version.describe(), run.output[-3000:])
+    config = ctl.run("scontrol show config")
+    assert config.ok, config.describe()
+    settings = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", config.stdout, re.M))
+    assert (settings.get("AuthType"), settings.get("CredType")) == ("auth/munge", "cred/munge"), settings
+    login = sub.node_runner("login")
+    assert not login.run("command -v sackd").ok, "bookworm's image must not carry sackd"
+    # slurmctld resolves the submitting user under auth/munge: the account is on the controller, with its groups
+    account = ctl.run(f"id {sub.settings.test_user}")
+    assert account.ok and f"({sub.settings.test_supp_group})" in account.stdout, account.describe()
+    # the worker's Nix is the image suite's own nix-bin (bookworm: 2.8), and it reads the substrate's store
+    nix = sub.node_runner("worker1").run("nix-store --version")
+    assert nix.ok and re.search(r"\b2\.8\.", nix.stdout), nix.describe()
+
+
+def test_the_same_groups_pass_as_on_trixie(deployment):
+    _, _, _, run = deployment
+    print(run.output[-6000:])
+    assert run.cases, run.output[-4000:]
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-8000:]
+    assert run.rc == 0, run.output[-4000:]
+    missing = sorted(set(LOCAL_MUST_PASS) - passed_groups(run.outcomes("passed")))
+    assert not missing, (missing, run.outcomes("passed"))
+    skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
+    for name, message in skipped.items():
+        allowed = (*LOCAL_MISSING_CAPABILITIES, *OLD_SLURM_MISSING)
+        assert any(f"missing capability {cap}" in message for cap in allowed), (name, message)
+    # a version-decided SKIP says which version the cluster reported
+    by_version = {k: m for k, m in skipped.items() if any(f"capability {c}" in m for c in OLD_SLURM_MISSING)}
+    assert by_version, "22.05 has no --export=NIL: TP's NIL mode must SKIP saying so"
+    for name, message in by_version.items():
+        assert "Slurm 22.05." in message, (name, message)
+    print(f"PASSED {len(run.outcomes('passed'))}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
