@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-
 #: The groups the default acceptance must PASS on a local cluster (trixie's run, tests/test_acceptance_local.py, and
 #: bookworm's, tests/test_bookworm_local.py, assert the same list).
 LOCAL_MUST_PASS = (

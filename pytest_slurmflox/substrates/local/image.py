@@ -7,8 +7,8 @@ Built with mmdebstrap from the mirror the host's apt names, in two stages:
    ``contribs/nss_slurm/libnss_slurm.c`` against the packaged libslurm (Debian does not package libnss_slurm,
    and ``LaunchParameters=enable_nss_slurm`` needs it to resolve names of users the worker has no account for),
    plus a tiny MPI program (``mpi-hello``);
-2. the *node* rootfs (Slurm daemons, client, sackd where the suite has it, munge, OpenMPI with PMIx, sshd) with those two artifacts
-   copied in, packed as a tar archive.
+2. the *node* rootfs (Slurm daemons, client, sackd where the suite has it, munge, OpenMPI with PMIx, sshd) with
+   those two artifacts copied in, packed as a tar archive.
 
 The archive's sha256 is the image identity (the local meaning of WORKER_IMAGE's digest). The cache key is
 derived from suite + package list + recipe text, so a recipe change builds a new image and an unchanged one is

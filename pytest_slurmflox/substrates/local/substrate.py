@@ -114,7 +114,8 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _ensure_keys(self) -> None:
         keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
-        if self.auth == "slurm":  # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        if self.auth == "slurm":
             keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
