@@ -55,7 +55,7 @@ def _substrate(workdir):
 
 
 def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
-    _, workdir, _, run = deployment
+    _, workdir, _, _ = deployment
     sub = _substrate(workdir)
     ctl = sub.node_runner("ctl")
     version = ctl.run("sinfo --version")

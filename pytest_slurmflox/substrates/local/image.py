@@ -85,6 +85,7 @@ def suite_auth(suite: str) -> str:
     """``slurm`` or ``munge``: the cluster authentication the suite's Slurm supports (see SUITE_AUTH)."""
     return SUITE_AUTH[suite]
 
+
 BUILDER_PACKAGES = (
     "build-essential",
     "dpkg-dev",
