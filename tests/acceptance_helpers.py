@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -27,6 +28,14 @@ LOCAL_MUST_PASS = (
 )
 #: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
 LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
+#: The groups whose sign-off verdict is PASS on a local cluster (the others need Kubernetes or the Flox shim somewhere).
+LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF"})
+
+
+def group_verdicts(output: str) -> dict[str, str]:
+    """The sign-off summary's verdict per group (``*T3    PASS  pass 4 ...``), from a run's terminal output."""
+    found = re.findall(r"^\*?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN)\s+pass\b", output, re.M)
+    return dict(found)
 
 
 def passed_groups(passed: list[str]) -> set[str]:

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import LOCAL_MISSING_CAPABILITIES, LOCAL_MUST_PASS, Run, destroy, private_deployment, run_pytest
+from acceptance_helpers import (
+    LOCAL_MISSING_CAPABILITIES,
+    LOCAL_MUST_PASS,
+    LOCAL_PASS_GROUPS,
+    Run,
+    destroy,
+    group_verdicts,
+    private_deployment,
+    run_pytest,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +56,8 @@ def test_acceptance_run_passes_everything_it_can_and_skips_the_rest_with_reasons
     passed = run.outcomes("passed")
     for module in LOCAL_MUST_PASS:
         assert any(p.startswith(module + "::") for p in passed), (module, passed)
+    verdicts = group_verdicts(run.output)
+    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
     print(f"PASSED {len(passed)}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
 
 

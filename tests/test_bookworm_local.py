@@ -5,9 +5,10 @@ job credentials, munged on every node, and the test account on the controller to
 submitting user itself, as on a site with a directory service). Provisioned the way a user does it
 (``--slurmflox-up=local --slurmflox-local-suite=bookworm -m acceptance``) in a private work dir; destroyed at the end.
 
-The same groups must PASS as on trixie's 24.11 (``LOCAL_MUST_PASS``, which tests/test_acceptance_local.py asserts
-for trixie's run). A SKIP must name a missing capability: the ones trixie's run has (Kubernetes, the Flox shim), or
-one this Slurm lacks, decided by the version the cluster reports and said so in the check's message.
+The same groups must PASS as on trixie's 24.11 (``LOCAL_PASS_GROUPS``, which tests/test_acceptance_local.py asserts
+for trixie's run) and SKIP only for what trixie's run SKIPs for (Kubernetes, the Flox shim). Where Slurm differs by
+version, the suites decide by the version the cluster reports: 22.05 has no ``--export=NIL`` keyword and reads NIL as
+a variable list, so TP judges ``--export=NIL`` by that variable list's semantics and says so in its requirement.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import pytest
 from acceptance_helpers import (
     LOCAL_MISSING_CAPABILITIES,
     LOCAL_MUST_PASS,
+    LOCAL_PASS_GROUPS,
     destroy,
+    group_verdicts,
     passed_groups,
     private_deployment,
     run_pytest,
@@ -28,8 +31,6 @@ from acceptance_helpers import (
 pytestmark = pytest.mark.integration
 
 SUITE = "bookworm"
-#: What bookworm's 22.05 lacks that the default acceptance exercises: ``--export=NIL`` is new in 23.02.
-OLD_SLURM_MISSING = ("export-NIL",)
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +86,12 @@ def test_the_same_groups_pass_as_on_trixie(deployment):
     assert run.rc == 0, run.output[-4000:]
     missing = sorted(set(LOCAL_MUST_PASS) - passed_groups(run.outcomes("passed")))
     assert not missing, (missing, run.outcomes("passed"))
+    verdicts = group_verdicts(run.output)
+    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
     skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
     for name, message in skipped.items():
-        allowed = (*LOCAL_MISSING_CAPABILITIES, *OLD_SLURM_MISSING)
-        assert any(f"missing capability {cap}" in message for cap in allowed), (name, message)
-    # a version-decided SKIP says which version the cluster reported
-    by_version = {k: m for k, m in skipped.items() if any(f"capability {c}" in m for c in OLD_SLURM_MISSING)}
-    assert by_version, "22.05 has no --export=NIL: TP's NIL mode must SKIP saying so"
-    for name, message in by_version.items():
-        assert "reports Slurm 22.05." in message, (name, message)
+        assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
+    # --export=NIL was judged on 22.05 (as the variable list it is there), not skipped
+    nil = [k for k in run.outcomes("passed") if k.startswith("test_tp_provenance::") and "[NIL]" in k]
+    assert len(nil) == 2, run.outcomes("passed")
     print(f"PASSED {len(run.outcomes('passed'))}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
