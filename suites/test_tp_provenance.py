@@ -11,6 +11,7 @@ Where the expectations come from (never from the task profile the worker wrote):
 
 - the submit-side environment: captured on the login endpoint in the same shell, just before submitting;
 - export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
+  ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
 - the environment's PATH entries, the executables in them and the values its activation defines: the runtime
   provider's record of the realized generation, read through the worker pool on the host.
