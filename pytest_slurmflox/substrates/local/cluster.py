@@ -27,7 +27,7 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from . import apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -317,7 +317,12 @@ class LocalCluster:
 
     # ------------------------------------------------------------------------------------------ controller
     def controller(self) -> Node:
-        return self.make_node(CTL, CTL, address_for(2))
+        """The controller node; it also runs the cluster's directory (slapd, directory.py)."""
+        return self.make_node(CTL, CTL, address_for(2), directory.ctl_boot(self.directory_files))
+
+    @property
+    def directory_files(self) -> directory.DirectoryFiles:
+        return directory.DirectoryFiles(self.local / "ldap")
 
     def wait_controller(self, timeout: float = 60.0) -> None:
         ctl = self.controller()
