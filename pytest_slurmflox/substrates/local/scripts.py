@@ -130,6 +130,7 @@ ctl)
     if [ -n "${LDAP_DIR:-}" ]; then
         # The directory (#13): loaded once from the seed, then kept (an admin's change survives a restart).
         phase starting slapd
+        t0=$(date +%s%N)
         L=/var/lib/slurmflox-ldap
         mkdir -p /run/slapd "$L/data"
         if [ ! -e "$L/data/data.mdb" ]; then
@@ -146,6 +147,7 @@ ctl)
         done
         ldapsearch -Q -LLL -Y EXTERNAL -H ldapi:/// -s base -b dc=slurmflox dn >/dev/null 2>&1 \
             || fail "slapd does not answer (see /var/log/slapd.out)"
+        echo "node-init: slapd answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"  # cold-start cost
     fi
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
@@ -180,6 +182,7 @@ login)
     # The test user exists only in the directory (#13): nslcd resolves it (passwd/group: files ldap), with the
     # bind secret in a config on /run (never on disk). No local account, and no nscd: a change is seen at once.
     phase starting nslcd
+    t0=$(date +%s%N)
     ( umask 077 && printf 'uid nslcd\ngid nslcd\nuri %s\nbase %s\nbinddn %s\nbindpw %s\n' "$LDAP_URI" "$LDAP_BASE" \
         "$LDAP_BIND_DN" "$(cat /run/slurmflox/ldap-bind.secret)" > /run/slurmflox/nslcd.conf )
     ln -sfn /run/slurmflox/nslcd.conf /etc/nslcd.conf
@@ -189,6 +192,7 @@ login)
     pids+=($!)
     for _ in $(seq 200); do getent passwd "$TEST_USER" >/dev/null && break; sleep 0.05; done
     getent passwd "$TEST_USER" >/dev/null || fail "the directory does not resolve $TEST_USER (see /var/log/nslcd.out)"
+    echo "node-init: nslcd resolved $TEST_USER $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"
     if [ ! -d "/home/$TEST_USER" ]; then
         install -d -o "$TEST_UID" -g "$TEST_GID" -m 0755 "/home/$TEST_USER"
     fi
