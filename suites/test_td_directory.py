@@ -28,7 +28,8 @@ from ._support import _q, on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance]
 
-#: How long a directory change may take to reach a fresh login (a site's nscd/sssd cache may delay it).
+#: Slack beyond Slurm's GroupUpdateTime for a directory change to reach a fresh login's next job (a site's
+#: nscd/sssd cache may add to it). Slurm caches a user's groups for GroupUpdateTime (slurm.conf, default 600 s).
 PROPAGATION_S = 60.0
 
 
@@ -145,9 +146,17 @@ def _editor(target):
     return modify
 
 
+def _group_update_time(target) -> float:
+    """Slurm's GroupUpdateTime (how long it may keep a user's old groups), from ``scontrol show config``."""
+    res = target.login.run("scontrol show config")
+    found = re.search(r"^GroupUpdateTime\s*=\s*(\d+)", res.stdout, re.M)
+    return float(found.group(1)) if found else 600.0
+
+
 def _next_job_groups(target, submit, node: str, want: dict[str, object]):
-    """A fresh login's next job on ``node``: its ``id`` fields, polled until they are ``want`` or time is up."""
-    deadline = time.monotonic() + PROPAGATION_S
+    """A fresh login's next job on ``node``: its ``id`` fields, polled until they are ``want`` or Slurm's
+    GroupUpdateTime plus :data:`PROPAGATION_S` has passed."""
+    deadline = time.monotonic() + _group_update_time(target) + PROPAGATION_S
     while True:
         fresh = _fresh_login(target)
         try:
