@@ -94,6 +94,17 @@ def test_status_shows_the_directory(deployment):
     assert [line for line in out.splitlines() if "slapd" in line and " up " in line], out[-3000:]
 
 
+def _next_job(sub, job: str, gid: int, present: bool):
+    """The user's next job output, polled until ``gid`` is (not) in it: sackd keeps a user's groups for
+    GroupUpdateTime (5 s on the local substrate)."""
+    deadline = time.monotonic() + 30
+    while True:
+        res = sub.node_runner("login", sub.settings.test_user).run(job, timeout=120)
+        if (str(gid) in res.stdout.split()) == present or time.monotonic() > deadline:
+            return res
+        time.sleep(1)
+
+
 def test_a_directory_users_groups_follow_a_directory_change(deployment):
     """The substrate's primitive edits the directory; the next job sees it (TDC does the same through the suite)."""
     home, workdir, common, _ = deployment
@@ -104,24 +115,18 @@ def test_a_directory_users_groups_follow_a_directory_change(deployment):
     s = sub.settings
     group_dn = f"cn={s.test_supp_group},ou=groups,{directory.BASE_DN}"
     job = "srun -N1 -n1 -w worker1 id -G; srun -N1 -n1 -w worker1 id -Gn"
-    login = sub.node_runner("login", s.test_user)
-    before = login.run(job, timeout=120)
+    before = _next_job(sub, job, s.test_supp_gid, present=True)
     assert before.ok and str(s.test_supp_gid) in before.stdout.split() and s.test_supp_group in before.stdout
     removed = sub.pool().modify_directory(membership_ldif(group_dn, s.test_user, add=False))
     assert removed.ok, removed.describe()
     try:
-        deadline = time.monotonic() + 30  # sackd keeps a user's groups for GroupUpdateTime (5 s here)
-        while True:
-            after = sub.node_runner("login", s.test_user).run(job, timeout=120)
-            if str(s.test_supp_gid) not in after.stdout.split() or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        after = _next_job(sub, job, s.test_supp_gid, present=False)
         assert after.ok, after.describe()
         assert str(s.test_supp_gid) not in after.stdout.split() and s.test_supp_group not in after.stdout, after
         assert str(s.test_gid) in after.stdout.split(), after.describe()
     finally:
         assert sub.pool().modify_directory(membership_ldif(group_dn, s.test_user, add=True)).ok
-    back = sub.node_runner("login", s.test_user).run(job, timeout=120)
+    back = _next_job(sub, job, s.test_supp_gid, present=True)
     assert back.ok and str(s.test_supp_gid) in back.stdout.split(), back.describe()
     # and the opt-in acceptance group that does it through the target (destructive: named explicitly)
     run = run_pytest(home, "-m", "TDC", *common, timeout=600)
