@@ -169,3 +169,45 @@ def test_no_bind_secret_in_any_report_artifact(deployment):
     assert leaks == [], leaks
     raw = secret.read_bytes()
     assert not any(raw in p.read_bytes() for p in artifacts)
+
+
+def _target_variant(workdir: Path, home: Path, name: str, directory) -> Path:
+    """The deployment's target file with its ``directory`` replaced (None: not declared at all)."""
+    import yaml
+
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc["name"] = name
+    if directory is None:
+        doc.pop("directory", None)
+    else:
+        doc["directory"] = directory
+    path = home / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_declared_directory_that_does_not_answer_fails_td(deployment):
+    import yaml
+
+    home, workdir, common, _ = deployment
+    declared = yaml.safe_load((workdir / "target.yaml").read_text())["directory"]
+    target = _target_variant(workdir, home, "dead-directory", {**declared, "uri": "ldap://ctl:3899/"})
+    run = run_pytest(home, f"--slurmflox-target={target}", "-m", "TD", *common, timeout=600)
+    failed = [name for name in run.outcomes("failure") if "test_td_directory" in name]
+    assert len(failed) == len(TD_CHECKS) and not run.outcomes("skipped"), run.output[-4000:]
+    message = "\n".join(m for o, m in run.cases.values() if o == "failure")
+    assert "declared capability directory answers" in message and "ldap://ctl:3899/" in message, message[-3000:]
+
+
+def test_an_undeclared_directory_skips_td_naming_it_and_is_not_required(deployment):
+    import json
+
+    home, workdir, common, _ = deployment
+    target = _target_variant(workdir, home, "no-directory", None)
+    run = run_pytest(home, f"--slurmflox-target={target}", "-m", "TD", *common, timeout=600)
+    skipped = {n: m for n, (o, m) in run.cases.items() if o == "skipped" and "test_td_directory" in n}
+    assert len(skipped) == len(TD_CHECKS) and not run.outcomes("failure"), run.output[-4000:]
+    assert all("missing capability directory" in m for m in skipped.values()), skipped
+    evidence = sorted((home / "reports").glob("*/evidence.json"), key=lambda p: p.stat().st_mtime)[-1]
+    groups = {g["group"]: g for g in json.loads(evidence.read_text())["groups"]}
+    assert groups["TD"]["verdict"] == "SKIP" and groups["TD"]["required"] is False, groups["TD"]
