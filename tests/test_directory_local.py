@@ -169,6 +169,14 @@ def test_no_bind_secret_in_any_report_artifact(deployment):
     assert leaks == [], leaks
     raw = secret.read_bytes()
     assert not any(raw in p.read_bytes() for p in artifacts)
+    # on the login node the secret and nslcd's config are root's alone (0600 on /run), never the user's
+    sub = _substrate(workdir)
+    denied = sub.node_runner("login", sub.settings.test_user).run(
+        "cat /run/slurmflox/ldap-bind.secret /run/slurmflox/nslcd.conf /etc/nslcd.conf"
+    )
+    assert not denied.ok and raw.decode() not in denied.stdout, denied.describe()
+    modes = sub.node_runner("login").run("stat -Lc %a:%U /run/slurmflox/ldap-bind.secret /etc/nslcd.conf")
+    assert modes.ok and modes.stdout.split() == ["600:root", "600:root"], modes.describe()
 
 
 def _target_variant(workdir: Path, home: Path, name: str, directory) -> Path:
