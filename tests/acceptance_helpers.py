@@ -25,11 +25,12 @@ LOCAL_MUST_PASS = (
     "test_tp_provenance",
     "test_tf_failure_isolation",
     "test_t11_revision",
+    "test_td_directory",
 )
 #: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
 LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
 #: The groups whose sign-off verdict is PASS on a local cluster (the others need Kubernetes or the Flox shim somewhere).
-LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF"})
+LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF", "TD"})
 
 
 def group_verdicts(output: str) -> dict[str, str]:

@@ -1,9 +1,10 @@
 """Integration: the default acceptance against a bookworm local cluster, Debian's Slurm 22.05 (issue 17, item 5).
 
 bookworm's Slurm has neither sackd nor auth/slurm (both 23.11), so its local cluster runs auth/munge for RPCs and
-job credentials, munged on every node, and the test account on the controller too (slurmctld resolves the
-submitting user itself, as on a site with a directory service). Provisioned the way a user does it
-(``--slurmflox-up=local --slurmflox-local-suite=bookworm -m acceptance``) in a private work dir; destroyed at the end.
+job credentials, munged on every node, and the controller resolving users through the cluster's directory too
+(slurmctld resolves the submitting user itself, as on a site with a directory service; still no local account).
+Provisioned the way a user does it (``--slurmflox-up=local --slurmflox-local-suite=bookworm -m acceptance``) in a
+private work dir; destroyed at the end.
 
 The same groups must PASS as on trixie's 24.11 (``LOCAL_PASS_GROUPS``, which tests/test_acceptance_local.py asserts
 for trixie's run) and SKIP only for what trixie's run SKIPs for (Kubernetes, the Flox shim). Where Slurm differs by
@@ -68,7 +69,9 @@ def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
     assert (settings.get("AuthType"), settings.get("CredType")) == ("auth/munge", "cred/munge"), settings
     login = sub.node_runner("login", sub.settings.test_user)
     assert not login.run("test -e /usr/sbin/sackd").ok, "bookworm's image must not carry sackd"
-    # slurmctld resolves the submitting user under auth/munge: the account is on the controller, with its groups
+    # slurmctld resolves the submitting user under auth/munge: the controller resolves it (and its groups) through
+    # the directory, never from a local account
+    assert not ctl.run(f"grep -q '^{sub.settings.test_user}:' /etc/passwd").ok, "no local account on ctl"
     account = ctl.run(f"id {sub.settings.test_user}")
     assert account.ok and f"({sub.settings.test_supp_group})" in account.stdout, account.describe()
     # A task's Nix on a worker is the image suite's own nix-bin (bookworm: 2.8); T2 hashes the store path with it.

@@ -27,7 +27,7 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from . import apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -318,12 +318,20 @@ class LocalCluster:
 
     # ------------------------------------------------------------------------------------------ controller
     def controller(self) -> Node:
-        # Under auth/munge slurmctld resolves the submitting user itself (getpwuid, its groups): the controller
-        # holds the test account, as a site's controller does through its directory service.
-        return self.make_node(CTL, CTL, address_for(2), self.identity_boot() if self.auth == "munge" else None)
+        """The controller node; it also runs the cluster's directory (slapd, directory.py). Under auth/munge
+        slurmctld resolves the submitting user itself (getpwuid, its groups): the controller then resolves users
+        through the directory too, as a site's controller does, and still holds no local account."""
+        boot = directory.ctl_boot(self.directory_files)
+        if self.auth == "munge":
+            boot |= self.identity_boot() | directory.login_boot(self.directory_files)
+        return self.make_node(CTL, CTL, address_for(2), boot)
+
+    @property
+    def directory_files(self) -> directory.DirectoryFiles:
+        return directory.DirectoryFiles(self.local / "ldap")
 
     def identity_boot(self) -> dict[str, str]:
-        """The test account a node creates (login always; the controller under auth/munge)."""
+        """The test user's numbers and names a node needs (its home, key login); the account is the directory's."""
         s = self.settings
         return {
             "TEST_USER": s.test_user,

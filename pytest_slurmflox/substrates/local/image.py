@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -63,6 +64,7 @@ NODE_PACKAGES = (
     "iproute2",
     "passwd",
     "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
+    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # #13 directory identity: slapd on ctl, nslcd on login
 )
 #: Packages only a suite whose Slurm authenticates RPCs with auth/slurm gets (sackd is new in 23.11).
 AUTH_SLURM_PACKAGES = ("sackd",)
@@ -86,6 +88,10 @@ def suite_auth(suite: str) -> str:
     """``slurm`` or ``munge``: the cluster authentication the suite's Slurm supports (see SUITE_AUTH)."""
     return SUITE_AUTH[suite]
 
+
+#: debconf answers given before the packages are installed: slapd makes no database of its own (the cluster's
+#: directory is configured and seeded at boot from the work dir, see directory.py).
+NODE_PRESEED = "slapd slapd/no_configuration boolean true\n"
 
 BUILDER_PACKAGES = (
     "build-essential",
@@ -159,6 +165,9 @@ root="$1"; art="$2"
 install -m 0644 "$art/libnss_slurm.so.2" "$root/usr/lib/x86_64-linux-gnu/libnss_slurm.so.2"
 install -m 0755 "$art/mpi-hello" "$root/usr/local/bin/mpi-hello"
 cp "$art/slurm-version" "$root/etc/slurmflox-slurm-version"
+# #13: no node resolves through LDAP unless its boot says so (the login node does); nslcd.conf is written at boot.
+sed -i -E '/^(passwd|group|shadow):/ s/[[:space:]]+ldap//g' "$root/etc/nsswitch.conf"
+rm -f "$root/etc/nslcd.conf"
 # nss_slurm answers passwd/group lookups for users of running steps (no account on the worker needed).
 sed -i -E 's/^(passwd|group):([[:space:]]+)files/\1:\2slurm files/' "$root/etc/nsswitch.conf"
 grep -Eq '^passwd:.*slurm' "$root/etc/nsswitch.conf"
@@ -207,7 +216,7 @@ def recipe_key(suite: str) -> str:
         "suite": suite,
         "node": sorted(node_packages(suite)),
         "builder": sorted(BUILDER_PACKAGES),
-        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, node_customize(suite)],
+        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, node_customize(suite), NODE_PRESEED],
         "format": 1,
     }
     raw = json.dumps(doc, sort_keys=True).encode()
@@ -359,6 +368,7 @@ def _build_node_archive(
     argv = [
         *_common_args(suite),
         "--include=" + ",".join((*node_packages(suite), libslurm)),
+        f'--essential-hook=printf {shlex.quote(NODE_PRESEED)} | chroot "$1" debconf-set-selections',
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),

@@ -18,7 +18,7 @@ from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings, to_raw
 from ...state import atomic_write
 from ...target import Expectations, expect_document, worker_settings_document
-from . import nix, runtime, slurmconf
+from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
@@ -138,6 +138,10 @@ class LocalWorkerPool(WorkerPool):
             self.converge_worker(name, self.cluster.settings, flox_ref, boot, revision, force=True)
             self.cluster.node(name).wait_phase("running", 30)
         return next(i for i in self.workers() if i.name == name)
+
+    def modify_directory(self, ldif: str) -> Any:
+        """An administrator's change to the cluster's directory (ldapmodify on the controller; #13, group TDC)."""
+        return directory.modify(self.cluster.node_runner(CTL), ldif)
 
     def isolated(self) -> set[str]:
         """Throwaway workers started by :meth:`start_isolated_worker`: listed, but not part of the cohort."""

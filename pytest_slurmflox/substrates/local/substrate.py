@@ -29,11 +29,12 @@ import time
 
 import yaml
 
+from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
 from .. import Progress, Substrate, SubstrateUnavailable
-from . import keys
+from . import directory, keys
 from .cluster import CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarder import LoginForwarder
 from .network import address_for
@@ -75,6 +76,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         t_img = time.monotonic()
         self.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
+        directory.write_files(self.local, self.settings)  # slapd's config and seed, the bind secret (#13)
         boot = self.write_files(self.isolated_addresses())  # records the cgroup layout in the state
         state = self.read_state()
         pool = self.pool()
@@ -131,6 +133,7 @@ class LocalSubstrate(LocalCluster, Substrate):
             "SSH_HOST_KEY": str(self.local / "login" / "ssh_host_ed25519_key"),
             "SSH_AUTHORIZED": str(self.workdir.ssh_pubkey),
             **self.identity_boot(),
+            **directory.login_boot(self.directory_files),
         }
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
@@ -181,6 +184,11 @@ class LocalSubstrate(LocalCluster, Substrate):
             deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
             limitations=self.cgroup_layout()[0].limitations(),
+            directory=Directory(
+                *(directory.URI, directory.BASE_DN, s.test_user, (s.test_supp_group,)),
+                bind_dn=directory.BIND_DN,
+                bind_password_file=directory.LOGIN_SECRET,
+            ),
         )
 
     # ================================================================================== other verbs
@@ -201,12 +209,25 @@ class LocalSubstrate(LocalCluster, Substrate):
                 phase = node.phase()
                 why = f"  ({phase})" if phase.startswith("failed") else ""
                 lines.append(f"  {name:<10} down{why}{env}")
+        lines += self._service_lines()
         forwarded = "forwarded" if self.forwarder().running() else "closed"
         lines.append(f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {forwarded}")
         if self.controller().running():
             res = self.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
             lines += ["  " + line for line in res.stdout.splitlines()]
         return "\n".join(lines)
+
+    def _service_lines(self) -> list[str]:
+        """The daemons behind the optional services (#13): the directory on ctl, its resolver on login."""
+        lines = []
+        services = ((CTL, "slapd", f"directory {directory.BASE_DN} at {directory.URI}"), (LOGIN, "nslcd", "resolver"))
+        for node, daemon, what in services:
+            if not self.node(node).running():
+                continue
+            pids = self.node_runner(node).run(f"pidof {daemon}", timeout=10).stdout.split()
+            state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
+            lines.append(f"  {daemon:<10} {state} on {node}: {what}")
+        return lines
 
     def down(self) -> None:
         """Stop login, workers, controller (reverse start order) and the forwarder; keep all state."""
