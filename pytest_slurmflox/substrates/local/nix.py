@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,19 +56,32 @@ class NixStore:
 
     root: Path
     envs_root: Path = ENVS_ROOT
+    #: The deployment whose profiles this handle writes (the local cluster prefix): two clusters on one machine
+    #: share the store but never a profile.
+    deployment: str = "default"
 
     @property
     def nix_dir(self) -> Path:
         return self.root / "nix"
 
+    @property
+    def profiles_dir(self) -> Path:
+        """Host path of this deployment's profiles (``/nix/var/nix/profiles/workers/<deployment>`` in a node)."""
+        return self.nix_dir / "var/nix/profiles/workers" / self.deployment
+
     def profile(self, worker: str) -> str:
         """The profile (as seen under /nix) that pins ``worker``'s generation."""
-        return f"/nix/var/nix/profiles/workers/{worker}"
+        return f"/nix/var/nix/profiles/workers/{self.deployment}/{worker}"
+
+    def remove_profiles(self) -> None:
+        """Forget this deployment's profiles (destroy): the store paths they held become garbage for
+        ``nix-store --gc``; the store itself stays, like the image cache."""
+        shutil.rmtree(self.profiles_dir, ignore_errors=True)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run one Nix command with the store mounted on /nix in a private mount namespace."""
         self.nix_dir.mkdir(parents=True, exist_ok=True)
-        (self.nix_dir / "var/nix/profiles/workers").mkdir(parents=True, exist_ok=True)
+        self.profiles_dir.mkdir(parents=True, exist_ok=True)
         Path("/nix").mkdir(exist_ok=True)
         inner = (
             "mount --make-rprivate / && mount --bind "
@@ -135,7 +149,7 @@ class NixStore:
     def profile_target(self, worker: str) -> str | None:
         """The store path ``worker``'s profile points at now, read on the host (the link is ours, not the
         worker's); None when the worker has no profile."""
-        link = self.nix_dir / "var/nix/profiles/workers" / worker
+        link = self.profiles_dir / worker
         try:
             target = os.readlink(link)
             gen = target if target.startswith("/") else str(link.parent / target)
@@ -154,12 +168,13 @@ class NixStore:
         return Verification(path, proc.returncode == 0, "" if proc.returncode == 0 else detail)
 
 
-def realize_worker(ref: str, store_root: Path, records: Path, worker: str) -> runtime.Realized:
-    """Realize ``ref`` for ``worker``: check the definition, build its derivation, make it the current generation of
-    the worker's profile, and keep the provider's record (PATH entries, exports) under ``records`` by store name."""
+def realize_worker(ref: str, store_root: Path, records: Path, worker: str, deployment: str) -> runtime.Realized:
+    """Realize ``ref`` for ``worker`` of ``deployment``: check the definition, build its derivation, make it the
+    current generation of the worker's profile, and keep the provider's record (PATH entries, exports) under
+    ``records`` by store name."""
     env_ref = EnvRef.parse(ref)
     runtime.check_manifest(env_ref, definition_dir(env_ref, ENVS_ROOT))
-    nix = NixStore(store_root)
+    nix = NixStore(store_root, deployment=deployment)
     path = nix.realize(ref)
     nix.set_profile(worker, path)
     host = nix.root / path.lstrip("/")
