@@ -85,6 +85,7 @@ def _store_check_fails_naming(run: Run, *said: str, also: tuple[str, ...] = ()) 
     assert "worker2:" not in message, message[-3000:]  # only worker1 was broken
     others = [k for k, (o, _) in run.cases.items() if o in ("failure", "error") and k not in (CHECK, *also)]
     assert others == [], (others, run.output[-3000:])  # nothing else in T2 judges the store
+    print("T2 store check FAILED as it must:", message.splitlines()[0][:600])
     return message
 
 
