@@ -85,7 +85,7 @@ class NixStore:
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run one Nix command with the store mounted on /nix in a private mount namespace."""
         self.nix_dir.mkdir(parents=True, exist_ok=True)
-        self.profiles_dir.mkdir(parents=True, exist_ok=True)
+        (self.nix_dir / "var/nix/profiles/workers").mkdir(parents=True, exist_ok=True)
         Path("/nix").mkdir(exist_ok=True)
         inner = (
             "mount --make-rprivate / && mount --bind "
@@ -156,6 +156,7 @@ class NixStore:
     def set_profile(self, worker: str, path: str) -> None:
         """Record ``path`` as a new generation of ``worker``'s profile (no-op if it is already current)."""
         if self.profile_target(worker) != path:
+            self.profiles_dir.mkdir(parents=True, exist_ok=True)
             self.run("nix-env", "-p", self.profile(worker), "--set", path)
 
     def switch_generation(self, worker: str, generation: int) -> None:
