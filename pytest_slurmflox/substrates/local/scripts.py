@@ -184,6 +184,8 @@ ctl)
     ;;
 worker)
     phase activating "$SLURMFLOX_ENVIRONMENT"
+    # The worker runs from what its Nix profile pins (#20), as a Flox pod runs from its generation's store path.
+    FLOX_ENV=$(readlink -e "$NIX_PROFILE") || fail "no Nix profile generation at $NIX_PROFILE"
     # Activation and the initializer see only what a pod's init container would: the activation inputs.
     if ! env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
         SLURMFLOX_ENVIRONMENT="$SLURMFLOX_ENVIRONMENT" SLURMFLOX_ACTIVATE_MODE="$SLURMFLOX_ACTIVATE_MODE" \

@@ -17,7 +17,8 @@ Layout of ``<workdir>``::
 
 Each node's cgroups are ``<hierarchy>/<our cgroup>/slurmflox-<prefix>/<node>`` (freezer, cpuset, memory; see
 cgroups.py), recorded under ``cgroups`` in ``local/state.json`` and removed by down/destroy.
-The node image and the realized runtime store live in the cache (image.py), which destroy keeps.
+The node image, the realized runtime store and the Nix store live in the cache (image.py), which destroy keeps;
+destroy removes this deployment's Nix profiles (``nix/nix/var/nix/profiles/workers/<prefix>/``).
 Namespaces are named ``<prefix>-<node>`` with a prefix derived from the work dir, so clusters in different work
 dirs never collide.
 """
@@ -241,9 +242,11 @@ class LocalSubstrate(LocalCluster, Substrate):
             self.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
 
     def destroy(self) -> None:
-        """Down, then remove nodes, namespaces and state (keys, target file). The image cache stays."""
+        """Down, then remove nodes, namespaces, state (keys, target file) and this deployment's Nix profiles. The
+        image cache and the Nix store stay (README: how to prune the store)."""
         with self.exclusive():
             self.down()
+            LocalWorkerPool(self).nix_store().remove_profiles()
             rmtree(self.local)
             for path in (
                 self.target_file,
@@ -253,4 +256,4 @@ class LocalSubstrate(LocalCluster, Substrate):
                 self.workdir.known_hosts,
             ):
                 path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {self.cache})")
+        self.progress(f"local: destroyed cluster {self.prefix} (image cache and Nix store kept in {self.cache})")
