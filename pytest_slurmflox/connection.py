@@ -120,6 +120,32 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
         missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
 
 
+def _probe_services(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """accounting / rest (#13): present when the target file declares them and they answer; the reason otherwise
+    (undeclared: the group SKIPs naming it; declared but silent: the suites FAIL with this reason)."""
+    if spec.accounting is None:
+        missing["accounting"] = f"target {spec.name!r} declares no accounting (slurmdbd)"
+    else:
+        try:
+            res = login.run("sacctmgr -n -P show cluster format=cluster", timeout=30)
+            if res.ok and res.stdout.strip():
+                caps.add("accounting")
+            else:
+                missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {res.describe()}"
+        except Exception as exc:
+            missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {exc}"
+    if spec.rest is None:
+        missing["rest"] = f"target {spec.name!r} declares no REST API (slurmrestd)"
+        return
+    import httpx
+
+    try:
+        httpx.get(spec.rest.url + "/openapi/v3", timeout=10)
+        caps.add("rest")
+    except httpx.HTTPError as exc:
+        missing["rest"] = f"slurmrestd at {spec.rest.url} does not answer: {exc!r}"
+
+
 def connect(
     spec: TargetSpec,
     *,
@@ -132,7 +158,8 @@ def connect(
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
     groups need it), ``isolated-worker`` (a throwaway worker can
-    be started with another runtime without touching the cohort: the local substrate).
+    be started with another runtime without touching the cohort: the local substrate), ``accounting`` and
+    ``rest`` (declared in the target file and answering, #13).
     """
     login = _ssh(spec.login, observer)
     admin = _ssh(spec.admin, observer) if spec.admin else None
@@ -144,4 +171,5 @@ def connect(
     kube = _probe_kubernetes(spec, caps, missing)
     pool = pool_factory(spec, kube) if pool_factory else None
     _probe_pool(pool, caps, missing)
+    _probe_services(spec, login, caps, missing)
     return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)

@@ -25,6 +25,8 @@ GROUPS: dict[str, str] = {
     "TI": "unprivileged identity end to end",
     "TF": "failure isolation of an unrealizable runtime",
     "TW": "customer workload corpus",
+    "TA": "accounting: jobs and steps in sacct, associations and limits enforced",
+    "TR": "REST submission through slurmrestd with the sbatch task-environment contract",
     "T11R": "rerun idempotency and incomplete-maintenance recovery",
     "T11U": "live whole-cohort runtime update",
     "T11C": "CPU-capacity revision and stale node-record cleanup",

@@ -23,6 +23,8 @@ Target file (YAML)::
       settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
     deployment:                     # written by a substrate: every setting it deployed with
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
+    accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
+    rest: {url: https://..., token_command: scontrol token}
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from . import capabilities
+from .capabilities import AccountingSpec, RestSpec
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .state import atomic_write
@@ -107,6 +111,8 @@ class TargetSpec:
     deployed: Settings | None = None
     #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
     limitations: Mapping[str, str] = field(default_factory=dict)
+    accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
+    rest: RestSpec | None = None  #: slurmrestd (#13, TR)
 
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -237,7 +243,15 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         slurm_version=(doc.get("slurm") or {}).get("version"),
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
+        **_services(doc),
     )
+
+
+def _services(doc: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return {"accounting": capabilities.parse_accounting(doc), "rest": capabilities.parse_rest(doc)}
+    except capabilities.CapabilityError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
@@ -303,6 +317,10 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
     if spec.limitations:
         doc["limitations"] = dict(spec.limitations)
+    if spec.accounting is not None:
+        doc["accounting"] = capabilities.accounting_document(spec.accounting)
+    if spec.rest is not None:
+        doc["rest"] = capabilities.rest_document(spec.rest)
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc

@@ -36,6 +36,8 @@ _DECLARED_BY = {
     "flox-shim": lambda spec: spec.kubernetes is not None,
     "admin": lambda spec: spec.admin is not None,
     "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
+    "accounting": lambda spec: spec.accounting is not None,
+    "rest": lambda spec: spec.rest is not None,
 }
 
 

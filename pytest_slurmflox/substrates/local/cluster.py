@@ -27,7 +27,8 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from . import accounting, apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from .accounting import DB
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -42,6 +43,10 @@ CTL, LOGIN = "ctl", "login"
 DEF_MEM_PER_CPU_MB = 256
 #: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
 AUTH = "slurm"
+#: How jobs' resource use is gathered for accounting. jobacct_gather/cgroup reads the cgroup v1 cpuacct and memory
+#: controllers; the nodes here are given freezer, cpuset and memory only (cgroups.py), so the polling Linux plugin
+#: (/proc of the job's processes) is used, which records the same per-step fields sacct shows.
+JOBACCT_GATHER = "jobacct_gather/linux"
 
 
 def cluster_prefix(workdir: Path) -> str:
@@ -150,6 +155,8 @@ class LocalCluster:
             return address_for(2)
         if name == LOGIN:
             return address_for(3)
+        if name == DB:
+            return accounting.db_address()
         if name.startswith("worker") and name[6:].isdigit():
             return address_for(9 + int(name[6:]))
         isolated = self.isolated_addresses()
@@ -161,12 +168,12 @@ class LocalCluster:
         """Nodes with a state dir (ctl, login, workers, isolated), in start order."""
         nodes_dir = self.local / "nodes"
         present = {p.name for p in nodes_dir.iterdir()} if nodes_dir.is_dir() else set()
-        order = [CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
+        order = [DB, CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
         rest = sorted(present - set(order))
         return [n for n in order if n in present] + rest
 
     def node(self, name: str) -> Node:
-        role = CTL if name == CTL else LOGIN if name == LOGIN else "worker"
+        role = name if name in (CTL, LOGIN, DB) else "worker"
         return self.make_node(name, role, self.address(name))
 
     def node_runner(self, node: str, user: str = "root") -> NamespaceRunner:
@@ -201,6 +208,7 @@ class LocalCluster:
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
             def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
+            jobacct_gather=JOBACCT_GATHER,
             task_prolog=self.noise.task_prolog,
             prolog=self.noise.prolog,
             epilog=self.noise.epilog,
@@ -272,7 +280,7 @@ class LocalCluster:
         }
 
     def _write_hosts(self, extra: dict[str, str]) -> None:
-        names = [(CTL, address_for(2)), (LOGIN, address_for(3))]
+        names = [(CTL, address_for(2)), (LOGIN, address_for(3)), (DB, accounting.db_address())]
         names += [(w, self.address(w)) for w in self.worker_names(max(self.settings.compute_replicas, 1))]
         names += sorted(extra.items())
         text = slurmconf.render_hosts(names)
@@ -316,8 +324,24 @@ class LocalCluster:
                 proc.wait_gone(pid, 2)
 
     # ------------------------------------------------------------------------------------------ controller
+    @property
+    def acct_files(self) -> accounting.AccountingFiles:
+        return accounting.AccountingFiles(self.local / "accounting")
+
     def controller(self) -> Node:
-        return self.make_node(CTL, CTL, address_for(2))
+        """slurmctld, and slurmrestd beside it (#13)."""
+        boot = {"JWT_KEY": str(self.acct_files.jwt_key), "REST_PORT": str(accounting.REST_PORT)}
+        return self.make_node(CTL, CTL, address_for(2), boot)
+
+    def db_node(self) -> Node:
+        """MariaDB and slurmdbd (#13)."""
+        return self.make_node(DB, DB, accounting.db_address(), self.acct_files.boot())
+
+    def wait_db(self, timeout: float = 90.0) -> None:
+        node = self.db_node()
+        phase = node.wait_phase("running", timeout)
+        if phase != "running":
+            raise SubstrateUnavailable(f"local: the accounting node did not start: {phase}; see {node.dir}")
 
     def wait_controller(self, timeout: float = 60.0) -> None:
         ctl = self.controller()

@@ -59,6 +59,12 @@ NODE_PACKAGES = (
     "iproute2",
     "passwd",
     "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
+    # #13: accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
+    # controller side); Debian's packages, started by node-init.sh like every other daemon (no systemd here)
+    "slurmdbd",
+    "mariadb-server",
+    "mariadb-client",
+    "slurmrestd",
 )
 
 BUILDER_PACKAGES = (
@@ -151,6 +157,7 @@ if chroot "$root" ldd /usr/lib/x86_64-linux-gnu/libnss_slurm.so.2 | grep -q "not
     exit 1
 fi
 chroot "$root" sh -c 'command -v mpicc && command -v gcc && command -v slurmd && command -v sackd' >/dev/null
+chroot "$root" sh -c 'command -v slurmdbd && command -v slurmrestd && command -v mariadbd' >/dev/null
 """
 
 
