@@ -65,6 +65,7 @@ NODE_PACKAGES = (
     "mariadb-server",
     "mariadb-client",
     "slurmrestd",
+    "slurm-wlm-jwt-plugin",  # auth/jwt (AuthAltTypes): slurmctld and slurmdbd verify REST tokens with it
 )
 
 BUILDER_PACKAGES = (
@@ -158,6 +159,7 @@ if chroot "$root" ldd /usr/lib/x86_64-linux-gnu/libnss_slurm.so.2 | grep -q "not
 fi
 chroot "$root" sh -c 'command -v mpicc && command -v gcc && command -v slurmd && command -v sackd' >/dev/null
 chroot "$root" sh -c 'command -v slurmdbd && command -v slurmrestd && command -v mariadbd' >/dev/null
+test -e "$root/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"
 """
 
 
