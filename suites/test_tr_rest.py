@@ -69,9 +69,9 @@ class Rest:
             time.sleep(0.5)
 
 
-def _version(http, declared: str | None) -> tuple[str, str]:
+def _version(http, declared: str | None, headers: dict[str, str]) -> tuple[str, str]:
     """The highest data-parser version whose job/submit the server documents (or the declared one)."""
-    res = http.get("/openapi/v3")
+    res = http.get("/openapi/v3", headers=headers)
     found = sorted(
         {m.group(1) for m in re.finditer(r'"/slurm/(v0\.0\.\d+)/job/submit"', res.text)},
         key=lambda v: int(v.rsplit(".", 1)[1]),
@@ -91,9 +91,10 @@ def rest(target):
     res = target.login.run(spec.token_command, timeout=30)
     match = re.search(r"SLURM_JWT=(\S+)", res.stdout)
     requirement(res.ok and match is not None, f"`{spec.token_command}` gives the login user a token", res)
+    user, token = target.spec.login.user, match.group(1)
     with httpx.Client(base_url=spec.url, timeout=30) as http:
-        version, _ = _version(http, spec.version)
-    client = Rest(spec.url, version, target.spec.login.user, match.group(1))
+        version, _ = _version(http, spec.version, {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
+    client = Rest(spec.url, version, user, token)
     yield client
     client.http.close()
 

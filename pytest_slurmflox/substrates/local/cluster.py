@@ -330,7 +330,13 @@ class LocalCluster:
 
     def controller(self) -> Node:
         """slurmctld, and slurmrestd beside it (#13)."""
-        boot = {"JWT_KEY": str(self.acct_files.jwt_key), "REST_PORT": str(accounting.REST_PORT)}
+        s = self.settings
+        boot = {
+            "JWT_KEY": str(self.acct_files.jwt_key),
+            "REST_PORT": str(accounting.REST_PORT),
+            **{"TEST_USER": s.test_user, "TEST_UID": str(s.test_uid), "TEST_GID": str(s.test_gid)},
+            "TEST_GROUP": s.test_user,
+        }
         return self.make_node(CTL, CTL, address_for(2), boot)
 
     def db_node(self) -> Node:

@@ -181,6 +181,13 @@ ctl)
         export SLURM_SACK_KEY=/run/slurmflox/slurmctld.key
     fi
     [ -e /run/slurmflox/jwt_hs256.key ] && chown slurm:slurm /run/slurmflox/jwt_hs256.key
+    if [ -n "${TEST_USER:-}" ]; then
+        # auth/jwt resolves a token's user name to its uid here (uid_from_string), and `scontrol token` needs the
+        # caller's name: the controller knows the test user as a site's controller knows its directory's users
+        getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
+        getent passwd "$TEST_USER" >/dev/null || useradd -u "$TEST_UID" -g "$TEST_GID" -M -d "/home/$TEST_USER" \
+            -s /usr/sbin/nologin "$TEST_USER"
+    fi
     /usr/sbin/slurmctld -D >>/var/log/slurm/slurmctld.out 2>&1 &
     unset SLURM_SACK_KEY
     pids+=($!)
