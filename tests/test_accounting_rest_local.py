@@ -13,12 +13,11 @@ import time
 import httpx
 import pytest
 import yaml
+from acceptance_helpers import destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.target import load_target
-
-from .acceptance_helpers import destroy, private_deployment, run_pytest
 
 pytestmark = pytest.mark.integration
 
