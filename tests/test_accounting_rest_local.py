@@ -15,6 +15,7 @@ import pytest
 import yaml
 from acceptance_helpers import destroy, private_deployment, run_pytest
 
+from pytest_slurmflox.expectations import slurm_sets
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.target import load_target
@@ -74,7 +75,8 @@ def test_ta_and_tr_pass_and_no_report_holds_the_db_password_or_jwt_key(deploymen
 
 def test_rest_job_and_sbatch_job_see_the_same_task_environment(cluster):
     """The same script with the same submitted environment, once through sbatch and once through REST, on the same
-    worker: the task environments are identical apart from Slurm's own per-job variables."""
+    worker: the task environments are identical apart from the variables Slurm itself sets (expectations.slurm_sets:
+    sbatch adds some, e.g. OMPI_MCA_plm_slurm_args, that a REST submission does not)."""
     spec, login, _, token = cluster
     user = spec.login.user
     outdir = login.run("mkdir -p ~/sfx-acctrest && cd ~/sfx-acctrest && rm -f *.env && pwd").check().stdout.strip()
@@ -83,7 +85,7 @@ def test_rest_job_and_sbatch_job_see_the_same_task_environment(cluster):
     login.run(f"cat > {outdir}/probe.sh", input=ENV_PROBE).check()
     assigns = " ".join(f"{k}={v}" for k, v in env.items())
     sbatch = login.run(
-        f"env -i {assigns} SFX_OUT={outdir}/sbatch.env /usr/bin/sbatch --parsable -w {worker} -o /dev/null "
+        f"cd {outdir} && env -i {assigns} SFX_OUT={outdir}/sbatch.env /usr/bin/sbatch --parsable -w {worker} -o /dev/null "
         f"{outdir}/probe.sh"
     )
     assert sbatch.ok, sbatch.describe()
@@ -107,7 +109,7 @@ def test_rest_job_and_sbatch_job_see_the_same_task_environment(cluster):
     for kind in ("sbatch", "rest"):
         text = login.run(f"cat {outdir}/{kind}.env").check().stdout
         pairs = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-        got[kind] = {k: v for k, v in pairs.items() if not k.startswith(("SLURM", "SBATCH")) and k != "SFX_OUT"}
+        got[kind] = {k: v for k, v in pairs.items() if not slurm_sets(k) and k != "SFX_OUT"}
     assert got["rest"] == got["sbatch"], {
         k: (got["rest"].get(k), got["sbatch"].get(k))
         for k in set(got["rest"]) | set(got["sbatch"])
