@@ -85,8 +85,8 @@ def test_rest_job_and_sbatch_job_see_the_same_task_environment(cluster):
     login.run(f"cat > {outdir}/probe.sh", input=ENV_PROBE).check()
     assigns = " ".join(f"{k}={v}" for k, v in env.items())
     sbatch = login.run(
-        f"cd {outdir} && env -i {assigns} SFX_OUT={outdir}/sbatch.env /usr/bin/sbatch --parsable -w {worker} -o /dev/null "
-        f"{outdir}/probe.sh"
+        f"cd {outdir} && env -i {assigns} SFX_OUT={outdir}/sbatch.env "
+        f"/usr/bin/sbatch --parsable -w {worker} -o /dev/null {outdir}/probe.sh"
     )
     assert sbatch.ok, sbatch.describe()
     job = {
