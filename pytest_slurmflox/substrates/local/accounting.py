@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...settings import Settings
 from ...state import write_secret
 from .. import SubstrateUnavailable
 from .exec import NamespaceRunner
@@ -45,6 +46,21 @@ UNASSOCIATED_UID = 61999
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
 JWT_KEY_IN_NODE = "/run/slurmflox/jwt_hs256.key"
+#: How jobs' resource use is gathered for accounting. jobacct_gather/cgroup reads the cgroup v1 cpuacct and memory
+#: controllers; the nodes here are given freezer, cpuset and memory only (cgroups.py), so the polling Linux plugin
+#: (/proc of the job's processes) is used, which records the same per-step fields sacct shows.
+JOBACCT_GATHER = "jobacct_gather/linux"
+
+
+def controller_boot(settings: Settings) -> dict[str, str]:
+    """The controller's boot.env entries for slurmrestd, and the test user it must resolve: auth/jwt maps a token's
+    user name to a uid in slurmctld, and `scontrol token` needs the caller's name there."""
+    s = settings
+    return {
+        "REST_PORT": str(REST_PORT),
+        **{"TEST_USER": s.test_user, "TEST_UID": str(s.test_uid), "TEST_GID": str(s.test_gid)},
+        "TEST_GROUP": s.test_user,
+    }
 
 
 def db_address() -> str:

@@ -43,10 +43,6 @@ CTL, LOGIN = "ctl", "login"
 DEF_MEM_PER_CPU_MB = 256
 #: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
 AUTH = "slurm"
-#: How jobs' resource use is gathered for accounting. jobacct_gather/cgroup reads the cgroup v1 cpuacct and memory
-#: controllers; the nodes here are given freezer, cpuset and memory only (cgroups.py), so the polling Linux plugin
-#: (/proc of the job's processes) is used, which records the same per-step fields sacct shows.
-JOBACCT_GATHER = "jobacct_gather/linux"
 
 
 def cluster_prefix(workdir: Path) -> str:
@@ -208,7 +204,7 @@ class LocalCluster:
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
             def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
-            jobacct_gather=JOBACCT_GATHER,
+            jobacct_gather=accounting.JOBACCT_GATHER,
             task_prolog=self.noise.task_prolog,
             prolog=self.noise.prolog,
             epilog=self.noise.epilog,
@@ -330,13 +326,7 @@ class LocalCluster:
 
     def controller(self) -> Node:
         """slurmctld, and slurmrestd beside it (#13)."""
-        s = self.settings
-        boot = {
-            "JWT_KEY": str(self.acct_files.jwt_key),
-            "REST_PORT": str(accounting.REST_PORT),
-            **{"TEST_USER": s.test_user, "TEST_UID": str(s.test_uid), "TEST_GID": str(s.test_gid)},
-            "TEST_GROUP": s.test_user,
-        }
+        boot = {**accounting.controller_boot(self.settings), "JWT_KEY": str(self.acct_files.jwt_key)}
         return self.make_node(CTL, CTL, address_for(2), boot)
 
     def db_node(self) -> Node:
