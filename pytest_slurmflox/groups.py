@@ -31,8 +31,9 @@ GROUPS: dict[str, str] = {
     "T11U": "live whole-cohort runtime update",
     "T11C": "CPU-capacity revision and stale node-record cleanup",
     "T11F": "a failed runtime revision stays unavailable",
+    "TAR": "accounting survives a restart of slurmdbd and of slurmctld",
 }
-DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F"})
+DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F", "TAR"})
 #: Groups whose SKIP fails a sign-off (TW only exists when a workload corpus is given).
 REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GROUPS)
 

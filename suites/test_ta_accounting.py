@@ -14,8 +14,8 @@ Where the expectations come from (never from the accounting records under test):
 - the unassociated user and the limited account with its MaxJobs: the target file's ``accounting`` section (these
   two checks SKIP naming the key when it is not declared).
 
-Not covered here: accounting surviving a restart of slurmdbd and slurmctld (restarting daemons is destructive on a
-customer's cluster and needs a controller restart hook the substrates do not offer yet; see the README).
+Accounting surviving a restart of slurmdbd and of slurmctld is group TAR (test_tar_accounting_restart.py): restarting
+the daemons is destructive, so it is opt-in like the lifecycle groups.
 """
 
 from __future__ import annotations
