@@ -108,12 +108,17 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
     if pool is None:
         missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
         missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
+        missing["service-restart"] = missing["worker-pool"]
         return
     caps.add("worker-pool")
     if isinstance(pool, WorkerPool):
         caps.add("worker-owner")
     else:
         missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
+    if hasattr(pool, "restart_service"):
+        caps.add("service-restart")
+    else:
+        missing["service-restart"] = "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"
     if hasattr(pool, "start_isolated_worker"):
         caps.add("isolated-worker")
     else:

@@ -36,8 +36,7 @@ def _record(login, job: str, timeout: float = 60.0) -> tuple[str, object]:
 
 def test_accounting_survives_slurmdbd_and_slurmctld_restarts(submit, target):
     require(target, "accounting")
-    if not hasattr(target.pool, "restart_service"):
-        pytest.skip("missing capability service-restart: nothing on this target restarts slurmdbd and slurmctld")
+    require(target, "service-restart")
     account = target.spec.accounting.account
     before_job = submit.sbatch("#!/bin/bash\nexit 4\n", "-N1", f"--account={account}")
     submit.wait(before_job)
