@@ -142,6 +142,28 @@ def test_bad_token_is_refused(cluster):
         assert res.status_code >= 400, (headers.keys(), res.status_code, res.text[:300])
 
 
+def test_undeclared_services_skip_naming_the_capability(deployment, tmp_path):
+    """The same cluster described without ``accounting`` and ``rest``: TA and TR SKIP, naming what is missing."""
+    home, workdir, _, _ = deployment
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    del doc["accounting"], doc["rest"]
+    bare = tmp_path / "target.yaml"
+    bare.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, f"--slurmflox-target={bare}", "-m", "TA or TR", timeout=600)
+    skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
+    assert len(skipped) == len(run.cases) >= 8, run.output[-3000:]
+    for name, message in skipped.items():
+        capability = "accounting" if "test_ta_" in name else "rest"
+        assert f"missing capability {capability}" in message, (name, message)
+
+
+def test_tar_accounting_survives_restarts_when_asked_for(deployment):
+    home, _, common, _ = deployment
+    run = run_pytest(home, "--slurmflox-groups=TAR", *common, timeout=600)
+    passed = [p for p in run.outcomes("passed") if p.startswith("test_tar_accounting_restart::")]
+    assert passed and run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-3000:]
+
+
 def test_mutation_broken_token_fails_tr(deployment, tmp_path):
     home, workdir, _, _ = deployment
     doc = yaml.safe_load((workdir / "target.yaml").read_text())
