@@ -101,7 +101,7 @@ class Workdir:
 
     def secret_paths(self) -> tuple[Path, ...]:
         """What strip-secrets removes: SSH key pair, Munge key, kubeconfig, cloud-init seeds, VM disks, and the
-        local substrate's own credentials (its auth/slurm key, the login node's SSH host key, the accounting secrets)."""
+        local substrate's own credentials (its auth/slurm key, the login node's SSH host key, accounting secrets)."""
         return (
             self.ssh_key,
             self.ssh_pubkey,
