@@ -171,7 +171,8 @@ def test_mutation_broken_token_fails_tr(deployment, tmp_path):
     mutated = tmp_path / "target.yaml"
     mutated.write_text(yaml.safe_dump(doc))
     run = run_pytest(home, f"--slurmflox-target={mutated}", "-m", "TR", timeout=600)
-    assert "test_tr_rest::test_rest_job_has_the_sbatch_task_environment" in run.outcomes("failure"), run.output[-3000:]
+    failed = run.outcomes("failure") + run.outcomes("error")  # a fixture's FAIL arrives as a JUnit error
+    assert "test_tr_rest::test_rest_job_has_the_sbatch_task_environment" in failed, run.output[-3000:]
     assert not run.outcomes("skipped"), run.output[-3000:]
 
 

@@ -134,6 +134,10 @@ class LocalWorkerPool(WorkerPool):
             node().stop()
             cluster.converge(node(), boot)
             wait()
+            # restarting a node clears its namespace, the REST forwarder (which lives in ctl's) included
+            ensure_forwarder = getattr(cluster, "ensure_rest_forwarder", None)
+            if service == "slurmctld" and ensure_forwarder is not None:
+                ensure_forwarder()
 
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""

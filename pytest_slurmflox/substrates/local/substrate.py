@@ -70,7 +70,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         """slurmrestd's loopback forwarder, on the port recorded in the state (0 when none is recorded yet)."""
         return RestForwarder(self.local, self.fabric, port or int(self.read_state().get("rest_port") or 0))
 
-    def _ensure_rest_forwarder(self) -> int:
+    def ensure_rest_forwarder(self) -> int:
         """Keep the recorded REST port when it is ours or free; otherwise take a free one (recorded by the caller)."""
         port = int(self.read_state().get("rest_port") or 0)
         if port:
@@ -113,7 +113,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         wanted = pool.converge_cohort(deployed, revision, boot)
         self.converge(self.make_node(LOGIN, LOGIN, address_for(3), self._login_boot()), boot)
         self.forwarder().ensure()
-        rest_port = self._ensure_rest_forwarder()
+        rest_port = self.ensure_rest_forwarder()
         t_assoc = time.monotonic()  # while the workers and the login node boot
         accounting.ensure_associations(self.node_runner(CTL), CLUSTER_NAME, self.settings.test_user)
         t_assoc = time.monotonic() - t_assoc
