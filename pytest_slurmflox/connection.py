@@ -108,12 +108,17 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
     if pool is None:
         missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
         missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
+        missing["service-restart"] = missing["worker-pool"]
         return
     caps.add("worker-pool")
     if isinstance(pool, WorkerPool):
         caps.add("worker-owner")
     else:
         missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
+    if hasattr(pool, "restart_service"):
+        caps.add("service-restart")
+    else:
+        missing["service-restart"] = "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"
     if hasattr(pool, "start_isolated_worker"):
         caps.add("isolated-worker")
     else:
@@ -137,6 +142,32 @@ def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: 
         missing["directory"] = why
 
 
+def _probe_services(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """accounting / rest (#13): present when the target file declares them and they answer; the reason otherwise
+    (undeclared: the group SKIPs naming it; declared but silent: the suites FAIL with this reason)."""
+    if spec.accounting is None:
+        missing["accounting"] = f"target {spec.name!r} declares no accounting (slurmdbd)"
+    else:
+        try:
+            res = login.run("sacctmgr -n -P show cluster format=cluster", timeout=30)
+            if res.ok and res.stdout.strip():
+                caps.add("accounting")
+            else:
+                missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {res.describe()}"
+        except Exception as exc:
+            missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {exc}"
+    if spec.rest is None:
+        missing["rest"] = f"target {spec.name!r} declares no REST API (slurmrestd)"
+        return
+    import httpx
+
+    try:
+        httpx.get(spec.rest.url + "/openapi/v3", timeout=10)
+        caps.add("rest")
+    except httpx.HTTPError as exc:
+        missing["rest"] = f"slurmrestd at {spec.rest.url} does not answer: {exc!r}"
+
+
 def connect(
     spec: TargetSpec,
     *,
@@ -149,7 +180,8 @@ def connect(
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
     groups need it), ``isolated-worker`` (a throwaway worker can
-    be started with another runtime without touching the cohort: the local substrate).
+    be started with another runtime without touching the cohort: the local substrate), ``accounting`` and
+    ``rest`` (declared in the target file and answering, #13).
     """
     login = _ssh(spec.login, observer)
     admin = _ssh(spec.admin, observer) if spec.admin else None
@@ -162,4 +194,5 @@ def connect(
     pool = pool_factory(spec, kube) if pool_factory else None
     _probe_pool(pool, caps, missing)
     _probe_directory(spec, admin if admin is not None and "admin" in caps else login, caps, missing)
+    _probe_services(spec, login, caps, missing)
     return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)

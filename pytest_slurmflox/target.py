@@ -25,6 +25,8 @@ Target file (YAML)::
       settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
     deployment:                     # written by a substrate: every setting it deployed with
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
+    accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
+    rest: {url: https://..., token_command: scontrol token}
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from . import capabilities
+from .capabilities import AccountingSpec, RestSpec
 from .directory import Directory, parse_directory
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
@@ -111,10 +115,13 @@ class TargetSpec:
     #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
     limitations: Mapping[str, str] = field(default_factory=dict)
     directory: Directory | None = None  #: the directory service (group TD), when declared
+    accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
+    rest: RestSpec | None = None  #: slurmrestd (#13, TR)
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
-        return {"directory": self.directory is not None}.get(capability, False)
+        declared = {"directory": self.directory, "accounting": self.accounting, "rest": self.rest}
+        return declared.get(capability) is not None
 
 
 def _directory(doc: Mapping[str, Any]) -> Directory | None:
@@ -253,7 +260,15 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
         directory=_directory(doc),
+        **_services(doc),
     )
+
+
+def _services(doc: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return {"accounting": capabilities.parse_accounting(doc), "rest": capabilities.parse_rest(doc)}
+    except capabilities.CapabilityError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
@@ -322,6 +337,10 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
     if spec.directory is not None:
         doc["directory"] = {k: v for k, v in dataclasses.asdict(spec.directory).items() if v is not None}
         doc["directory"]["groups"] = list(spec.directory.groups)
+    if spec.accounting is not None:
+        doc["accounting"] = capabilities.accounting_document(spec.accounting)
+    if spec.rest is not None:
+        doc["rest"] = capabilities.rest_document(spec.rest)
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc

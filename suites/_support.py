@@ -37,6 +37,8 @@ _DECLARED_BY = {
     "admin": lambda spec: spec.admin is not None,
     "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
     "directory": lambda spec: spec.directory is not None,
+    "accounting": lambda spec: spec.accounting is not None,
+    "rest": lambda spec: spec.rest is not None,
 }
 
 

@@ -26,11 +26,13 @@ LOCAL_MUST_PASS = (
     "test_tf_failure_isolation",
     "test_t11_revision",
     "test_td_directory",
+    "test_ta_accounting",
+    "test_tr_rest",
 )
 #: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
 LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
 #: The groups whose sign-off verdict is PASS on a local cluster (the others need Kubernetes or the Flox shim somewhere).
-LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF", "TD"})
+LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF", "TD", "TA", "TR"})
 
 
 def group_verdicts(output: str) -> dict[str, str]:

@@ -44,6 +44,8 @@ def test_the_reconciler_calls_only_methods_of_the_pool_contract():
 
 #: Methods of a substrate's own throwaway workers: called only by checks that require capability isolated-worker.
 ISOLATED_METHODS = {"start_isolated_worker", "stop_isolated_worker", "phase", "isolated"}
+#: Restarting the cluster's services (TAR, #13): called only by checks that require capability service-restart.
+SERVICE_METHODS = {"restart_service"}
 
 
 def test_read_only_consumers_call_only_methods_of_the_view():
@@ -59,6 +61,8 @@ def test_read_only_consumers_call_only_methods_of_the_view():
             allowed |= POOL_METHODS
         if 'require(target, "isolated-worker")' in source:
             allowed |= ISOLATED_METHODS
+        if 'require(target, "service-restart")' in source:
+            allowed |= SERVICE_METHODS
         assert calls <= allowed, f"{path.name} calls {sorted(calls - allowed)} that a customer's read-only view lacks"
         used |= calls
     assert used, "no suite reads the pool any more: this test reads the wrong thing"

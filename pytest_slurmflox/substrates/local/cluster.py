@@ -27,7 +27,8 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
+from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
+from .accounting import DB
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -151,6 +152,8 @@ class LocalCluster:
             return address_for(2)
         if name == LOGIN:
             return address_for(3)
+        if name == DB:
+            return accounting.db_address()
         if name.startswith("worker") and name[6:].isdigit():
             return address_for(9 + int(name[6:]))
         isolated = self.isolated_addresses()
@@ -162,12 +165,12 @@ class LocalCluster:
         """Nodes with a state dir (ctl, login, workers, isolated), in start order."""
         nodes_dir = self.local / "nodes"
         present = {p.name for p in nodes_dir.iterdir()} if nodes_dir.is_dir() else set()
-        order = [CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
+        order = [DB, CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
         rest = sorted(present - set(order))
         return [n for n in order if n in present] + rest
 
     def node(self, name: str) -> Node:
-        role = CTL if name == CTL else LOGIN if name == LOGIN else "worker"
+        role = name if name in (CTL, LOGIN, DB) else "worker"
         return self.make_node(name, role, self.address(name))
 
     def node_runner(self, node: str, user: str = "root") -> NamespaceRunner:
@@ -202,6 +205,7 @@ class LocalCluster:
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
             def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
+            jobacct_gather=accounting.JOBACCT_GATHER,
             task_prolog=self.noise.task_prolog,
             prolog=self.noise.prolog,
             epilog=self.noise.epilog,
@@ -273,7 +277,7 @@ class LocalCluster:
         }
 
     def _write_hosts(self, extra: dict[str, str]) -> None:
-        names = [(CTL, address_for(2)), (LOGIN, address_for(3))]
+        names = [(CTL, address_for(2)), (LOGIN, address_for(3)), (DB, accounting.db_address())]
         names += [(w, self.address(w)) for w in self.worker_names(max(self.settings.compute_replicas, 1))]
         names += sorted(extra.items())
         text = slurmconf.render_hosts(names)
@@ -317,30 +321,30 @@ class LocalCluster:
                 proc.wait_gone(pid, 2)
 
     # ------------------------------------------------------------------------------------------ controller
+    @property
+    def acct_files(self) -> accounting.AccountingFiles:
+        return accounting.AccountingFiles(self.local / "accounting")
+
     def controller(self) -> Node:
-        """The controller node; it also runs the cluster's directory (slapd, directory.py). Under auth/munge
-        slurmctld resolves the submitting user itself (getpwuid, its groups): the controller then resolves users
-        through the directory too, as a site's controller does, and still holds no local account."""
-        boot = directory.ctl_boot(self.directory_files)
-        if self.auth == "munge":
-            boot |= self.identity_boot() | directory.login_boot(self.directory_files)
+        """slurmctld, slurmrestd beside it, and the cluster's directory, through which it also resolves users
+        (directory.ctl_boot): auth/jwt and auth/munge look the user up there; no local account."""
+        boot = directory.ctl_boot(self.directory_files, self.settings)
+        boot |= {**accounting.controller_boot(self.settings), "JWT_KEY": str(self.acct_files.jwt_key)}
         return self.make_node(CTL, CTL, address_for(2), boot)
 
     @property
     def directory_files(self) -> directory.DirectoryFiles:
         return directory.DirectoryFiles(self.local / "ldap")
 
-    def identity_boot(self) -> dict[str, str]:
-        """The test user's numbers and names a node needs (its home, key login); the account is the directory's."""
-        s = self.settings
-        return {
-            "TEST_USER": s.test_user,
-            "TEST_UID": str(s.test_uid),
-            "TEST_GID": str(s.test_gid),
-            "TEST_GROUP": s.test_user,
-            "TEST_SUPP_GROUP": s.test_supp_group,
-            "TEST_SUPP_GID": str(s.test_supp_gid),
-        }
+    def db_node(self) -> Node:
+        """MariaDB and slurmdbd (#13)."""
+        return self.make_node(DB, DB, accounting.db_address(), self.acct_files.boot())
+
+    def wait_db(self, timeout: float = 90.0) -> None:
+        node = self.db_node()
+        phase = node.wait_phase("running", timeout)
+        if phase != "running":
+            raise SubstrateUnavailable(f"local: the accounting node did not start: {phase}; see {node.dir}")
 
     def wait_controller(self, timeout: float = 60.0) -> None:
         ctl = self.controller()

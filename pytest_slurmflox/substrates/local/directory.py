@@ -148,9 +148,22 @@ def write_files(local: Path, settings: Settings) -> DirectoryFiles:
     return files
 
 
-def ctl_boot(files: DirectoryFiles) -> dict[str, str]:
-    """The controller node's boot variables: where its slapd lives."""
-    return {"LDAP_DIR": str(files.root)}
+def ctl_boot(files: DirectoryFiles, settings: Settings) -> dict[str, str]:
+    """The controller node's boot variables: where its slapd lives, and (as a directory client like the login node)
+    how its nslcd resolves the test user: auth/jwt maps a token's name to a uid there, auth/munge the submitter."""
+    return {"LDAP_DIR": str(files.root), **identity_boot(settings), **login_boot(files)}
+
+
+def identity_boot(settings: Settings) -> dict[str, str]:
+    """The test user's numbers and names a node needs (its home, key login); the account itself is the directory's."""
+    return {
+        "TEST_USER": settings.test_user,
+        "TEST_UID": str(settings.test_uid),
+        "TEST_GID": str(settings.test_gid),
+        "TEST_GROUP": settings.test_user,
+        "TEST_SUPP_GROUP": settings.test_supp_group,
+        "TEST_SUPP_GID": str(settings.test_supp_gid),
+    }
 
 
 def login_boot(files: DirectoryFiles) -> dict[str, str]:

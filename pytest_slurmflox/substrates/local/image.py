@@ -65,6 +65,13 @@ NODE_PACKAGES = (
     "passwd",
     "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
     *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # #13 directory identity: slapd on ctl, nslcd on login
+    # #13: accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
+    # controller side); Debian's packages, started by node-init.sh like every other daemon (no systemd here)
+    "slurmdbd",
+    "mariadb-server",
+    "mariadb-client",
+    "slurmrestd",
+    "slurm-wlm-jwt-plugin",  # auth/jwt (AuthAltTypes): slurmctld and slurmdbd verify REST tokens with it
 )
 #: Packages only a suite whose Slurm authenticates RPCs with auth/slurm gets (sackd is new in 23.11).
 AUTH_SLURM_PACKAGES = ("sackd",)
@@ -186,6 +193,8 @@ if chroot "$root" ldd /usr/lib/x86_64-linux-gnu/libnss_slurm.so.2 | grep -q "not
     exit 1
 fi
 chroot "$root" sh -c 'command -v mpicc && command -v gcc && command -v slurmd && command -v sackd' >/dev/null
+chroot "$root" sh -c 'command -v slurmdbd && command -v slurmrestd && command -v mariadbd' >/dev/null
+test -e "$root/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"
 """
 
 

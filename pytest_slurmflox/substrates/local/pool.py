@@ -126,6 +126,24 @@ class LocalWorkerPool(WorkerPool):
             boot = self.cluster.write_files(self.cluster.isolated_addresses(state))
             self.converge_worker(name, deployed, ref, boot, revision, force=True)
 
+    def restart_service(self, service: str) -> None:
+        """Restart ``slurmdbd`` (the whole ``db`` node: MariaDB and slurmdbd) or ``slurmctld`` (the ``ctl`` node:
+        slurmctld and slurmrestd) from their kept state, for TAR (#13: accounting survives these restarts)."""
+        cluster = self.cluster
+        node, wait = {
+            "slurmdbd": (cluster.db_node, cluster.wait_db),
+            "slurmctld": (cluster.controller, cluster.wait_controller),
+        }[service]
+        with cluster.exclusive():
+            boot = cluster.write_files(cluster.isolated_addresses())
+            node().stop()
+            cluster.converge(node(), boot)
+            wait()
+            # restarting a node clears its namespace, the REST forwarder (which lives in ctl's) included
+            ensure_forwarder = getattr(cluster, "ensure_rest_forwarder", None)
+            if service == "slurmctld" and ensure_forwarder is not None:
+                ensure_forwarder()
+
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         if not name.isidentifier() or name in (CTL, LOGIN) or name.startswith("worker"):

@@ -71,6 +71,20 @@ mkdir -p "$M/run/slurmflox/ctl"
 mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
 install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
 install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"
+if [ -n "${JWT_KEY:-}" ]; then  # ctl and db: auth/jwt verifies REST tokens with it (#13)
+    install -m 0600 "$JWT_KEY" "$M/run/slurmflox/jwt_hs256.key"
+fi
+if [ "$NODE_ROLE" = db ]; then  # MariaDB's data under the work dir; slurmdbd's config and the storage password
+    mkdir -p "$M/var/lib/mysql"
+    if [ ! -e "$DB_DATA/mysql" ] && [ -d "$M/var/lib/mysql/mysql" ]; then
+        # a fresh data dir starts as a copy of the one Debian's postinst initialized in the image (sparse: ~6 MB,
+        # well under a second; mariadb-install-db takes seconds)
+        cp -a --sparse=always "$M/var/lib/mysql/." "$DB_DATA/"
+    fi
+    mount --bind "$DB_DATA" "$M/var/lib/mysql"
+    install -m 0600 "$DB_PASSWORD_FILE" "$M/run/slurmflox/db_password"
+    install -m 0600 "$DBD_CONF" "$M/run/slurmflox/slurmdbd.conf"
+fi
 if [ "$NODE_ROLE" = login ]; then
     install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
     install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
@@ -129,7 +143,7 @@ fi
 
 # The test user exists only in the directory (#13): nslcd resolves it (passwd/group: files ldap), with the bind
 # secret in a config on /run (never on disk). No local account, and no nscd: a change is seen at once. The login
-# node always; the controller too under auth/munge, where slurmctld resolves the submitting user itself.
+# node, and the controller (auth/jwt maps a token's name to a uid there; auth/munge resolves the submitter).
 directory_client() {
     phase starting nslcd
     t0=$(date +%s%N)
@@ -146,6 +160,47 @@ directory_client() {
 }
 
 case "$NODE_ROLE" in
+db)
+    # MariaDB (socket only: nothing but slurmdbd in this node talks to it), then slurmdbd (#13).
+    mkdir -p /run/mysqld /var/log/mysql /run/slurmdbd
+    chown mysql:mysql /run/mysqld /var/lib/mysql /var/log/mysql
+    if [ ! -d /var/lib/mysql/mysql ]; then
+        phase initializing mariadb
+        mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \
+            >/var/log/mysql/install.log 2>&1 || fail "mariadb-install-db failed (see /var/log/mysql/install.log)"
+    fi
+    phase starting mariadb
+    /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --skip-networking \
+        --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
+        --log-error=/var/log/mysql/error.log &
+    pids+=($!)
+    for _ in $(seq 300); do
+        mariadb-admin --socket=/run/mysqld/mysqld.sock ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    mariadb-admin --socket=/run/mysqld/mysqld.sock ping >/dev/null 2>&1 || fail "mariadbd did not start"
+    # the database (created here: slurmdbd's own first-start path that creates it, reconnecting on the same handle,
+    # fails against trixie's libmariadb 11.8 with error 5027 on its first query; measured) and the storage user,
+    # with the generated password read from a file (never on a command line)
+    pw=$(cat /run/slurmflox/db_password)
+    mariadb --socket=/run/mysqld/mysqld.sock -u root <<SQL || fail "creating the slurmdbd storage user failed"
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$pw';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pw';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+SQL
+    unset pw
+    chown slurm:slurm /var/log/slurm /run/slurmdbd
+    install -o slurm -g slurm -m 0600 /run/slurmflox/slurmdbd.conf /run/slurmdbd/slurmdbd.conf
+    install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmdbd/slurm.key
+    chown slurm:slurm /run/slurmflox/jwt_hs256.key
+    phase starting slurmdbd
+    # slurmdbd reads slurmdbd.conf (and slurm.key) from the directory of SLURM_CONF
+    SLURM_CONF=/run/slurmdbd/slurm.conf /usr/sbin/slurmdbd -D >>/var/log/slurm/slurmdbd.out 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.05; done
+    (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null || fail "slurmdbd does not listen (see /var/log/slurm/slurmdbd.log)"
+    ;;
 ctl)
     if [ -n "${LDAP_DIR:-}" ]; then
         # The directory (#13): loaded once from the seed, then kept (an admin's change survives a restart).
@@ -169,7 +224,7 @@ ctl)
             || fail "slapd does not answer (see /var/log/slapd.out)"
         echo "node-init: slapd answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"  # cold-start cost
     fi
-    [ "$AUTH" = munge ] && directory_client
+    directory_client  # auth/jwt (and auth/munge) resolve the user on the controller: through the directory
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
     phase starting slurmctld
@@ -178,9 +233,19 @@ ctl)
         install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmflox/slurmctld.key
         export SLURM_SACK_KEY=/run/slurmflox/slurmctld.key
     fi
+    [ -e /run/slurmflox/jwt_hs256.key ] && chown slurm:slurm /run/slurmflox/jwt_hs256.key
     /usr/sbin/slurmctld -D >>/var/log/slurm/slurmctld.out 2>&1 &
     unset SLURM_SACK_KEY
     pids+=($!)
+    if [ -n "${REST_PORT:-}" ]; then
+        # slurmrestd refuses to run as root or SlurmUser: its own user; SLURM_JWT=daemon makes it pass each
+        # request's token on to slurmctld (auth/jwt), so every request runs as the token's user (#13)
+        getent passwd slurmrestd >/dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
+        phase starting slurmrestd
+        env SLURM_JWT=daemon setpriv --reuid=slurmrestd --regid=slurmrestd --clear-groups \
+            /usr/sbin/slurmrestd -a rest_auth/jwt "0.0.0.0:$REST_PORT" >>/var/log/slurm/slurmrestd.out 2>&1 &
+        pids+=($!)
+    fi
     ;;
 worker)
     phase activating "$SLURMFLOX_ENVIRONMENT"
@@ -203,6 +268,10 @@ worker)
     ;;
 login)
     directory_client
+    if [ -n "${STRANGER_USER:-}" ] && ! getent passwd "$STRANGER_USER" >/dev/null; then
+        # a login account with no accounting association (#13: TA checks it is refused at submission)
+        useradd -u "$STRANGER_UID" -U -M -d /nonexistent -s /bin/bash "$STRANGER_USER"
+    fi
     if [ ! -d "/home/$TEST_USER" ]; then
         install -d -o "$TEST_UID" -g "$TEST_GID" -m 0755 "/home/$TEST_USER"
     fi
