@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from .connection import Target, connect
+from .declared import undeclared_message
 from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
-from .target import TargetError, TargetSpec, load_target, undeclared_message
+from .target import TargetError, TargetSpec, load_target
 
 
 def _pool_factory(config: pytest.Config):

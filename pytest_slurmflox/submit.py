@@ -8,6 +8,7 @@ acceptance run left, and every check cancels its own unfinished jobs when it end
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -32,7 +33,13 @@ class Jobs:
 
     @property
     def name(self) -> str:
-        return f"sfx-{self.run_id}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}"
+        """``sfx-<run id>-<check>``; under pytest-xdist ``sfx-<run id>-<worker>-<check>``: the workers share the run
+        id, and a module fixture runs once per worker that runs any of its checks, so two workers can submit under
+        one label; a check's named cancel (:meth:`cleanup`, a prefix) must not end the other worker's job (seen:
+        T7's time-limit job CANCELLED under ``-n 2`` when the other worker's T7 checks ended)."""
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        tag = f"{worker}-" if worker else ""
+        return f"sfx-{self.run_id}-{tag}{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}"
 
     @property
     def outdir(self) -> str:
