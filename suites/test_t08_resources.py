@@ -79,13 +79,13 @@ def _cpu_list(text: str) -> set[int]:
 
 #: In a one-CPU task: the allowed CPUs, the node's online CPUs, and for each online CPU whether the kernel lets the
 #: task move there (taskset exits non-zero when the cpuset does not contain that CPU).
+#: The online CPUs are read from /proc/stat once (a grep per possible CPU number, 1024 forks, took 10-14 s).
 _BINDING_PROBE = r"""
 command -v taskset >/dev/null || { echo "no-taskset"; exit 0; }
 echo "allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo "online=$(cat /sys/devices/system/cpu/online)"
 echo "slurm=$SLURM_CPUS_ON_NODE"
-for c in $(seq 0 1023); do
-    grep -qw "cpu$c" /proc/stat 2>/dev/null || continue
+for c in $(sed -n 's/^cpu\([0-9][0-9]*\) .*/\1/p' /proc/stat); do
     if taskset -c "$c" true 2>/dev/null; then echo "runs-on=$c"; else echo "refused=$c"; fi
 done
 """
