@@ -214,3 +214,16 @@ def test_the_cohort_preflight_asks_for_the_common_keys():
 def test_the_readme_table_is_the_codes_table():
     readme = (ROOT / "README.md").read_text()
     assert readme_table() in readme, "README 'Running against your cluster': paste declared.readme_table()"
+
+
+def test_the_reports_environment_table_shows_an_undeclared_expectation_as_such():
+    from pytest_slurmflox.environment import target_metadata
+
+    bare = target_metadata("r", "existing", Path("/t.yaml"), parse_target({"login": LOGIN}))
+    for row in ("Partition", "Worker image", "Environment reference", "Runtime revision (expected)"):
+        assert bare[row] == "not declared", (row, bare[row])
+    full = target_metadata("r", "existing", Path("/t.yaml"), parse_target(FULL))
+    assert full["Partition"] == "batch" and full["Environment reference"] == "org/hpc"
+    assert full["Runtime revision (expected)"] == FULL["expect"]["revision"]
+    local = target_metadata("r", "local", Path("/t.yaml"), parse_target({"substrate": "local", "login": LOGIN}))
+    assert "not declared" not in local.values()
