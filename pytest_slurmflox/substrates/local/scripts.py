@@ -120,8 +120,25 @@ if :; then
     [ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
 fi
 
+# The test account (login node; the controller too under auth/munge, where slurmctld resolves the user itself).
+test_account() {
+    getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
+    getent group "$TEST_SUPP_GROUP" >/dev/null || groupadd -g "$TEST_SUPP_GID" "$TEST_SUPP_GROUP"
+    if ! getent passwd "$TEST_USER" >/dev/null; then
+        useradd -u "$TEST_UID" -g "$TEST_GID" -G "$TEST_SUPP_GROUP" -M -d "/home/$TEST_USER" \
+            -s /bin/bash "$TEST_USER"
+    fi
+    usermod -p '*' "$TEST_USER"  # no password, but not locked: key login works with UsePAM no
+    if [ ! -d "/home/$TEST_USER" ]; then
+        mkdir -p "/home/$TEST_USER"
+        chown "$TEST_UID:$TEST_GID" "/home/$TEST_USER"
+        chmod 0755 "/home/$TEST_USER"
+    fi
+}
+
 case "$NODE_ROLE" in
 ctl)
+    [ "$AUTH" = munge ] && test_account
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
     phase starting slurmctld
@@ -152,18 +169,7 @@ worker)
     pids+=($!)
     ;;
 login)
-    getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
-    getent group "$TEST_SUPP_GROUP" >/dev/null || groupadd -g "$TEST_SUPP_GID" "$TEST_SUPP_GROUP"
-    if ! getent passwd "$TEST_USER" >/dev/null; then
-        useradd -u "$TEST_UID" -g "$TEST_GID" -G "$TEST_SUPP_GROUP" -M -d "/home/$TEST_USER" \
-            -s /bin/bash "$TEST_USER"
-    fi
-    usermod -p '*' "$TEST_USER"  # no password, but not locked: key login works with UsePAM no
-    if [ ! -d "/home/$TEST_USER" ]; then
-        mkdir -p "/home/$TEST_USER"
-        chown "$TEST_UID:$TEST_GID" "/home/$TEST_USER"
-        chmod 0755 "/home/$TEST_USER"
-    fi
+    test_account
     install -m 0600 /run/slurmflox/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key
     mkdir -p /etc/ssh/authorized_keys /run/sshd
     install -m 0644 /run/slurmflox/authorized_keys /etc/ssh/authorized_keys/root

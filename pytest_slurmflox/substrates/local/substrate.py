@@ -34,7 +34,7 @@ from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import keys
-from .cluster import AUTH, CTL, LOGIN, LocalCluster, registered, rmtree
+from .cluster import CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarder import LoginForwarder
 from .network import address_for
 from .pool import LocalWorkerPool
@@ -114,7 +114,8 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _ensure_keys(self) -> None:
         keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
-        if AUTH == "slurm":  # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        if self.auth == "slurm":
             keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
@@ -126,16 +127,10 @@ class LocalSubstrate(LocalCluster, Substrate):
         atomic_write(self.workdir.known_hosts, keys.known_hosts_line("127.0.0.1", port, host_pub))
 
     def _login_boot(self) -> dict[str, str]:
-        s = self.settings
         return {
             "SSH_HOST_KEY": str(self.local / "login" / "ssh_host_ed25519_key"),
             "SSH_AUTHORIZED": str(self.workdir.ssh_pubkey),
-            "TEST_USER": s.test_user,
-            "TEST_UID": str(s.test_uid),
-            "TEST_GID": str(s.test_gid),
-            "TEST_GROUP": s.test_user,
-            "TEST_SUPP_GROUP": s.test_supp_group,
-            "TEST_SUPP_GID": str(s.test_supp_gid),
+            **self.identity_boot(),
         }
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
