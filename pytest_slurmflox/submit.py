@@ -36,6 +36,9 @@ class Jobs:
 
     @property
     def name(self) -> str:
+        """``sfx-<run id>-<check>-<nonce>``: the nonce keeps a check's named cancel (:meth:`cleanup`, a prefix) to
+        this instance's jobs (seen: under ``-n 2`` T7's module fixture ran on both xdist workers with one run id, and
+        one worker's cleanup CANCELLED the other's time-limit job)."""
         return f"sfx-{self.run_id}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}-{self.nonce}"
 
     @property

@@ -41,6 +41,7 @@ import yaml
 
 from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
+from .declared import declared_keys
 from .directory import Directory, parse_directory
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
@@ -86,9 +87,6 @@ class Expectations:
     revision: str
     image: str
     replicas: int
-    #: The keys the target file declares (``expect.settings``, ``expect.replicas`` as COMPUTE_REPLICAS); None for
-    #: a target a substrate wrote, whose settings are all ours (issue 17: a customer's expectations are declared).
-    declared: frozenset[str] | None = None
 
     @property
     def environment(self) -> str:
@@ -114,6 +112,9 @@ class TargetSpec:
     deployed: Settings | None = None
     #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
     limitations: Mapping[str, str] = field(default_factory=dict)
+    #: The keys the target file declares, as its own paths (declared.py); None for a target a substrate wrote,
+    #: whose settings are all ours (issue 17: a customer's expectations are declared, never defaulted).
+    declared: frozenset[str] | None = None
     directory: Directory | None = None  #: the directory service (group TD), when declared
     accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
@@ -217,11 +218,6 @@ def _expectations(doc: Mapping[str, Any], substrate: str) -> Expectations:
         revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
         image=image,
         replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
-        declared=(
-            frozenset(raw_settings) | ({"COMPUTE_REPLICAS"} if "replicas" in expect_doc else set())
-            if substrate == "existing"
-            else None
-        ),
     )
 
 
@@ -261,6 +257,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         limitations=_limitations(doc),
         directory=_directory(doc),
         **_services(doc),
+        declared=declared_keys(doc) if substrate == "existing" else None,
     )
 
 
@@ -361,32 +358,3 @@ def load_target(path: Path) -> TargetSpec:
     except yaml.YAMLError as exc:
         raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
     return parse_target(doc, path=path)
-
-
-#: The ``expect.settings`` keys each group compares with (README "Running against your cluster").
-GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
-    "T2": ("WORKER_FLOX_ENV", "WORKER_FLOX_GENERATION", "WORKER_FLOX_ACTIVATE_MODE"),
-    "T3": ("WORKER_FLOX_ENV", "WORKER_FLOX_GENERATION", "WORKER_FLOX_ACTIVATE_MODE", "WORKER_ENV_EXPORTS"),
-    "TP": ("WORKER_FLOX_ACTIVATE_MODE", "WORKER_PATH_PRECEDENCE", "WORKER_ENV_EXPORTS"),
-    "T8": ("WORKER_CPUS", "WORKER_MEM_MB"),
-    "T9": ("WORKER_HOME_PATH",),
-    "TI": ("WORKER_HOME_PATH",),
-}
-
-
-def undeclared(spec: TargetSpec) -> dict[str, list[str]]:
-    """Group -> the expectation keys a customer target does not declare (empty for a substrate's target)."""
-    have = spec.expect.declared
-    if have is None:
-        return {}
-    out = {group: [k for k in keys if k not in have] for group, keys in GROUP_KEYS.items()}
-    return {group: keys for group, keys in out.items() if keys}
-
-
-def undeclared_message(spec: TargetSpec) -> str:
-    """One message listing, per group, the keys the target file does not declare ('' when nothing is missing)."""
-    missing = undeclared(spec)
-    if not missing:
-        return ""
-    groups = "; ".join(f"{group}: {', '.join(keys)}" for group, keys in missing.items())
-    return f"target {spec.name!r} does not declare expect.settings keys these groups need ({groups})"

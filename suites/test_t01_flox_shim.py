@@ -15,8 +15,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.checks import worker_template_problems
+from pytest_slurmflox.declared import IMAGE, REVISION_INPUTS
 
-from ._support import require, requirement
+from ._support import declared, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, pytest.mark.needs_flox]
 
@@ -30,7 +31,9 @@ def _worker_pods(target):
 
 
 def test_worker_pods_run_under_runtimeclass_flox(target, expect):
-    for pod in _worker_pods(target):
+    pods = _worker_pods(target)
+    declared(target, *REVISION_INPUTS)
+    for pod in pods:
         problems = worker_template_problems(
             pod,
             environment=expect.environment,
@@ -49,7 +52,9 @@ def test_runtimeclass_flox_is_handled_by_the_flox_shim(target):
 
 
 def test_profile_initializer_runs_the_expected_image(target, expect):
-    for pod in _worker_pods(target):
+    pods = _worker_pods(target)
+    declared(target, IMAGE)
+    for pod in pods:
         inits = {c.get("name"): c for c in pod["spec"].get("initContainers") or []}
         init = inits.get("flox-task-profile-init")
         requirement(

@@ -15,7 +15,9 @@ import re
 
 import pytest
 
-from ._support import Mark, _q, on_each, per_node, requirement
+from pytest_slurmflox.declared import HOME, IDENTITY
+
+from ._support import Mark, _q, declared, on_each, per_node, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -25,6 +27,7 @@ def _id_fields(text: str) -> dict[str, str]:
 
 
 def test_task_identity_matches_the_login_identity(submit, workers, login, target):
+    declared(target, *IDENTITY)
     at_login = login.run("id").check()
     res = on_each(submit, workers, "id")
     seen = per_node(res)
@@ -62,6 +65,7 @@ def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
 
 
 def test_shared_home_files_owned_correctly(submit, workers, login, expect, target, run_id):
+    declared(target, HOME, *IDENTITY)
     if not expect.settings.worker_home_path:
         pytest.skip("missing capability shared-home: WORKER_HOME_PATH is empty")
     ident = target.spec.identity

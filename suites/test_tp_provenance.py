@@ -23,12 +23,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import task_env_problems
 
 from ._support import (
     ENVIRON_PROBE,
     SUBMIT_PROBE,
     _q,
+    declared,
     environs,
     on_each,
     per_node,
@@ -100,11 +102,14 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, *ev
 
 @pytest.fixture(scope="module")
 def records(target, workers, expect):
-    return runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    found = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    declared(target, MODE)  # after the capability: a target without a runtime record SKIPs naming that
+    return found
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_srun_task_environment(mode, submit, target, workers, records, expect):
+    declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     n = len(workers)
     line = (
@@ -119,6 +124,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sbatch_task_environment(mode, submit, target, workers, records, expect):
+    declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
     submit.login.run(f"mkdir -p {submit.outdir}").check()
@@ -143,9 +149,10 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect)
     _judge("sbatch", sem, found, workers, records, expect, res, *outputs)
 
 
-def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect):
+def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect, target):
     """For every executable the provider recorded in the environment's PATH entries that the base image also has,
     ``command -v`` in a task resolves to the copy the policy picks, on every worker."""
+    declared(target, PRECEDENCE)
     scripts = []
     for node, rt in records.items():
         pairs = " ".join(f"{_q(entry)}/{_q(name)}" for entry, names in rt.bin_entries.items() for name in names)
