@@ -44,11 +44,14 @@ def test_the_reconciler_calls_only_methods_of_the_pool_contract():
 
 #: Methods of a substrate's own throwaway workers: called only by checks that require capability isolated-worker.
 ISOLATED_METHODS = {"start_isolated_worker", "stop_isolated_worker", "phase", "isolated"}
+#: Root on the Kubernetes nodes (our qemu deployment): called only by checks that require capability node-admin.
+NODE_ADMIN_METHODS = {"containerd_config"}
 
 
 def test_read_only_consumers_call_only_methods_of_the_view():
     """A suite may call the view's methods; a pool's methods only where the module requires ``worker-owner``; the
-    isolated-worker methods only where it requires ``isolated-worker``. Anything else would crash (not SKIP) on a
+    isolated-worker methods only where it requires ``isolated-worker``, containerd_config only where it requires
+    ``node-admin``. Anything else would crash (not SKIP) on a
     customer's read-only NodeSet view."""
     used: set[str] = set()
     for path in [*sorted((ROOT / "suites").glob("*.py")), PKG / "report.py"]:
@@ -59,6 +62,8 @@ def test_read_only_consumers_call_only_methods_of_the_view():
             allowed |= POOL_METHODS
         if 'require(target, "isolated-worker")' in source:
             allowed |= ISOLATED_METHODS
+        if 'require(target, "node-admin")' in source:
+            allowed |= NODE_ADMIN_METHODS
         assert calls <= allowed, f"{path.name} calls {sorted(calls - allowed)} that a customer's read-only view lacks"
         used |= calls
     assert used, "no suite reads the pool any more: this test reads the wrong thing"
