@@ -101,7 +101,9 @@ def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
 
 def test_node_containerd_maps_the_flox_handler_to_the_shim(target):
     """Each node that runs a worker pod: its containerd's effective configuration resolves the RuntimeClass
-    handler ``flox`` to the Flox shim, parsed as TOML (:func:`check_flox_runtime`), read as root on the node."""
+    handler ``flox`` to the Flox shim, parsed as TOML (:func:`check_flox_runtime`), read as root on the node. The
+    handler name is the key of containerd's CRI runtimes table (kubernetes.io docs/concepts/containers/runtime-class,
+    "CRI Configuration", containerd: ``[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.${HANDLER_NAME}]``)."""
     from pytest_slurmflox.substrates.qemu.containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH, node_problems
 
     pods = _worker_pods(target)
