@@ -69,6 +69,23 @@ def test_read_only_consumers_call_only_methods_of_the_view():
     assert used, "no suite reads the pool any more: this test reads the wrong thing"
 
 
+def test_node_admin_is_a_capability_only_where_the_pool_reaches_the_nodes():
+    """T1's node containerd check needs root on the Kubernetes nodes: our qemu pool has it; a customer's read-only
+    view and the local pool (no Kubernetes nodes) do not, so their targets report node-admin missing, with why."""
+    from pytest_slurmflox.connection import _probe_pool
+
+    assert callable(getattr(NodeSetPool, "containerd_config", None))
+    assert not hasattr(NodeSetView, "containerd_config") and not hasattr(LocalWorkerPool, "containerd_config")
+    for pool in (None, object.__new__(LocalWorkerPool)):
+        caps: set[str] = set()
+        missing: dict[str, str] = {}
+        _probe_pool(pool, caps, missing)
+        assert "node-admin" not in caps and missing["node-admin"], (pool, missing)
+    caps, missing = set(), {}
+    _probe_pool(object.__new__(NodeSetPool), caps, missing)
+    assert "node-admin" in caps and "node-admin" not in missing
+
+
 @pytest.mark.parametrize("cls", [NodeSetPool, LocalWorkerPool], ids=lambda c: c.__name__)
 def test_every_pool_implements_the_full_contract(cls):
     assert issubclass(cls, WorkerPool)
