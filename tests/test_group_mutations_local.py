@@ -10,7 +10,8 @@ mutation here concerns; the full acceptance run in test_acceptance_local.py cove
 Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 - T5: ``MaxStepCount=2`` in slurm.conf + ``scontrol reconfigure`` (a site's cap on steps per job): the third step of
   the multi-step batch job is refused ("Step limit reached"); srun across workers and salloc + srun need one step
-  each and T6's MPI run one step per job, so they stay green.
+  each and T6's MPI run one step per job, so they stay green. And salloc not executable at the login endpoint (a
+  login image that cannot run it): only salloc + srun FAILS.
 - T6: the pmix MPI plugins hidden on worker2 (renamed in the node's Slurm PluginDir, as a worker image built without
   slurm-wlm's pmix plugin would be): the two-node ``srun --mpi=pmix`` fails to launch on worker2; ``srun --mpi=list``
   at the login endpoint still offers pmix, and T5 does not use MPI.
@@ -143,6 +144,22 @@ def test_step_limit_fails_only_t5s_multi_step_job(deployment):
     assert len(_in_module(run, "test_t05_interactive")) == 2 and len(_in_module(run, "test_t06_mpi")) == 2, run.output[
         -3000:
     ]
+    _passes_again(deployment, "-m", "T5")
+
+
+def test_salloc_not_executable_at_login_fails_only_t5s_salloc_check(deployment):
+    """A login image whose salloc cannot run (here: ``chmod a-x``): only salloc + srun FAILS, with the shell's
+    reason; srun across workers and the multi-step batch job do not need salloc."""
+    _, workdir, _, _ = deployment
+    salloc = _sh(workdir, "login", "command -v salloc").strip()
+    assert salloc.startswith("/"), salloc
+    breaks = f"stat -c %a {salloc} > /tmp/.sfx-salloc.mode && chmod a-x {salloc}"
+    restore = f"chmod $(cat /tmp/.sfx-salloc.mode) {salloc}"
+    run = _mutated(deployment, {"login": (breaks, restore)}, "-m", "T5")
+    assert run.outcomes("failure") == ["test_t05_interactive::test_salloc_then_srun"], run.output[-3000:]
+    message = _messages(run)
+    assert "salloc grants an allocation" in message and "Permission denied" in message, message[-3000:]
+    assert len(_in_module(run, "test_t05_interactive")) == 2, run.output[-3000:]
     _passes_again(deployment, "-m", "T5")
 
 
