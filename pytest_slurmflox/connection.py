@@ -124,6 +124,23 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
         missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
 
 
+def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """``directory`` (#13): declared, and it answers ldapsearch from the admin endpoint (else the login one)."""
+    if spec.directory is None:
+        missing["directory"] = f"target {spec.name!r} declares no directory service (directory: uri, base, user)"
+        return
+    from .directory import probe
+
+    try:
+        why = probe(runner, spec.directory)
+    except Exception as exc:
+        why = f"ldapsearch could not run: {exc}"
+    if why is None:
+        caps.add("directory")
+    else:
+        missing["directory"] = why
+
+
 def connect(
     spec: TargetSpec,
     *,
@@ -148,4 +165,5 @@ def connect(
     kube = _probe_kubernetes(spec, caps, missing)
     pool = pool_factory(spec, kube) if pool_factory else None
     _probe_pool(pool, caps, missing)
+    _probe_directory(spec, admin if admin is not None and "admin" in caps else login, caps, missing)
     return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)

@@ -24,13 +24,17 @@ GROUPS: dict[str, str] = {
     "TP": "task-environment provenance across export modes",
     "TI": "unprivileged identity end to end",
     "TF": "failure isolation of an unrealizable runtime",
+    "TD": "directory identity end to end (LDAP)",
     "TW": "customer workload corpus",
     "T11R": "rerun idempotency and incomplete-maintenance recovery",
     "T11U": "live whole-cohort runtime update",
     "T11C": "CPU-capacity revision and stale node-record cleanup",
     "T11F": "a failed runtime revision stays unavailable",
+    "TDC": "a directory change reaches the next job (edits the directory)",
 }
-DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F"})
+DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F", "TDC"})
+#: Groups required only where the target declares the service they check (every local deployment declares it).
+CAPABILITY_GROUPS: dict[str, str] = {"TD": "directory"}
 #: Groups whose SKIP fails a sign-off (TW only exists when a workload corpus is given).
 REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GROUPS)
 

@@ -16,6 +16,8 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
     slurm: {partition: all}
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
+    directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
+                                    # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
     expect:                         # what the deployment should run
       revision: sha256:...          # optional; computed from settings when absent
       image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise
@@ -35,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from .directory import Directory, parse_directory
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .state import atomic_write
@@ -107,6 +110,18 @@ class TargetSpec:
     deployed: Settings | None = None
     #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
     limitations: Mapping[str, str] = field(default_factory=dict)
+    directory: Directory | None = None  #: the directory service (group TD), when declared
+
+    def declares(self, capability: str) -> bool:
+        """Whether the target file declares an optional service capability (its group is then required)."""
+        return {"directory": self.directory is not None}.get(capability, False)
+
+
+def _directory(doc: Mapping[str, Any]) -> Directory | None:
+    try:
+        return parse_directory(doc.get("directory"))
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -237,6 +252,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         slurm_version=(doc.get("slurm") or {}).get("version"),
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
+        directory=_directory(doc),
     )
 
 
@@ -303,6 +319,9 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
     if spec.limitations:
         doc["limitations"] = dict(spec.limitations)
+    if spec.directory is not None:
+        doc["directory"] = {k: v for k, v in dataclasses.asdict(spec.directory).items() if v is not None}
+        doc["directory"]["groups"] = list(spec.directory.groups)
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc

@@ -36,6 +36,7 @@ _DECLARED_BY = {
     "flox-shim": lambda spec: spec.kubernetes is not None,
     "admin": lambda spec: spec.admin is not None,
     "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
+    "directory": lambda spec: spec.directory is not None,
 }
 
 

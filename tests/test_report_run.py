@@ -180,8 +180,22 @@ def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
     ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "every_group")
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
-    assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g != "TW"]
+    # TD checks a service this target file does not declare (no ``directory``): it runs, but is not required
+    assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g not in ("TW", "TD")]
+    assert {g["group"]: g["required"] for g in evidence["groups"]}["TD"] is False
     assert validate_evidence(paths.evidence) == []
+
+
+def test_a_declared_service_group_is_required():
+    """#13: a target that declares a directory needs TD to PASS; one that does not, does not."""
+    from pytest_slurmflox.signoff import required_for
+    from pytest_slurmflox.target import parse_target
+
+    doc = {"login": {"host": "h", "user": "u", "key": "/k"}}
+    assert "TD" not in required_for(parse_target(doc))
+    doc["directory"] = {"uri": "ldap://ldap.example/", "base": "dc=example", "user": "u", "groups": ["hpc"]}
+    assert "TD" in required_for(parse_target(doc))
+    assert "TD" in required_for(None)  # an unreadable target signs nothing off without it
 
 
 def test_a_required_group_left_out_by_k_is_not_run_and_blocks_signoff(pytester, site):

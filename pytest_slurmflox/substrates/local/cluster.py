@@ -27,7 +27,7 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from . import apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -40,8 +40,6 @@ CTL, LOGIN = "ctl", "login"
 #: cohort's WORKER_MEM_MB/WORKER_CPUS, because a lifecycle revision changes those without restarting slurmctld; a
 #: worker with less than this per CPU runs whole-worker jobs only when they name their memory.
 DEF_MEM_PER_CPU_MB = 256
-#: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
-AUTH = "slurm"
 
 
 def cluster_prefix(workdir: Path) -> str:
@@ -80,6 +78,9 @@ class LocalCluster:
         self.fabric = Fabric(self.prefix)
         self._image: image.NodeImage | None = None
         self._locked = False
+        #: RPC authentication: auth/slurm where the suite's Slurm has it (sackd, 23.11+), else auth/munge with the
+        #: test account on the controller (image.SUITE_AUTH; slurmconf.ClusterConf.auth says why).
+        self.auth = image.suite_auth(settings.local_suite) if settings.local_suite in image.SUITE_AUTH else "slurm"
 
     # ------------------------------------------------------------------------------------------ lock
     @contextlib.contextmanager
@@ -196,7 +197,7 @@ class LocalCluster:
         memory = "memory" in support.usable
         return slurmconf.ClusterConf(
             *(CLUSTER_NAME, CTL, address_for(2)),
-            auth=AUTH,
+            auth=self.auth,
             proctrack=tracking,
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
@@ -267,7 +268,7 @@ class LocalCluster:
             "STORE_DIR": str(self.store),
             "NIX_DIR": str(self.cache / "nix" / "nix"),
             "MUNGE_KEY": str(self.workdir.munge_key),
-            "AUTH": AUTH,
+            "AUTH": self.auth,
             "HOME_MOUNT": "/home",  # controller and login; a worker's boot env overrides it
         }
 
@@ -317,7 +318,29 @@ class LocalCluster:
 
     # ------------------------------------------------------------------------------------------ controller
     def controller(self) -> Node:
-        return self.make_node(CTL, CTL, address_for(2))
+        """The controller node; it also runs the cluster's directory (slapd, directory.py). Under auth/munge
+        slurmctld resolves the submitting user itself (getpwuid, its groups): the controller then resolves users
+        through the directory too, as a site's controller does, and still holds no local account."""
+        boot = directory.ctl_boot(self.directory_files)
+        if self.auth == "munge":
+            boot |= self.identity_boot() | directory.login_boot(self.directory_files)
+        return self.make_node(CTL, CTL, address_for(2), boot)
+
+    @property
+    def directory_files(self) -> directory.DirectoryFiles:
+        return directory.DirectoryFiles(self.local / "ldap")
+
+    def identity_boot(self) -> dict[str, str]:
+        """The test user's numbers and names a node needs (its home, key login); the account is the directory's."""
+        s = self.settings
+        return {
+            "TEST_USER": s.test_user,
+            "TEST_UID": str(s.test_uid),
+            "TEST_GID": str(s.test_gid),
+            "TEST_GROUP": s.test_user,
+            "TEST_SUPP_GROUP": s.test_supp_group,
+            "TEST_SUPP_GID": str(s.test_supp_gid),
+        }
 
     def wait_controller(self, timeout: float = 60.0) -> None:
         ctl = self.controller()

@@ -75,6 +75,13 @@ if [ "$NODE_ROLE" = login ]; then
     install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
     install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
 fi
+if [ -n "${LDAP_BIND_SECRET:-}" ]; then  # a directory client (login; ctl under auth/munge): directory.py (#13)
+    install -m 0600 "$LDAP_BIND_SECRET" "$M/run/slurmflox/ldap-bind.secret"
+fi
+if [ -n "${LDAP_DIR:-}" ]; then  # the controller's slapd: config and database from the work dir (#13)
+    mkdir -p "$M/var/lib/slurmflox-ldap"
+    mount --bind "$LDAP_DIR" "$M/var/lib/slurmflox-ldap"
+fi
 trap - ERR
 exec chroot "$M" /bin/bash /opt/slurmflox/node-init.sh
 """
@@ -120,8 +127,49 @@ if :; then
     [ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
 fi
 
+# The test user exists only in the directory (#13): nslcd resolves it (passwd/group: files ldap), with the bind
+# secret in a config on /run (never on disk). No local account, and no nscd: a change is seen at once. The login
+# node always; the controller too under auth/munge, where slurmctld resolves the submitting user itself.
+directory_client() {
+    phase starting nslcd
+    t0=$(date +%s%N)
+    ( umask 077 && printf 'uid nslcd\ngid nslcd\nuri %s\nbase %s\nbinddn %s\nbindpw %s\n' "$LDAP_URI" "$LDAP_BASE" \
+        "$LDAP_BIND_DN" "$(cat /run/slurmflox/ldap-bind.secret)" > /run/slurmflox/nslcd.conf )
+    ln -sfn /run/slurmflox/nslcd.conf /etc/nslcd.conf
+    sed -i -E 's/^(passwd|group):.*/\1: files ldap/' /etc/nsswitch.conf
+    mkdir -p /run/nslcd && chown nslcd:nslcd /run/nslcd
+    /usr/sbin/nslcd -n >>/var/log/nslcd.out 2>&1 &
+    pids+=($!)
+    for _ in $(seq 200); do getent passwd "$TEST_USER" >/dev/null && break; sleep 0.05; done
+    getent passwd "$TEST_USER" >/dev/null || fail "the directory does not resolve $TEST_USER (see /var/log/nslcd.out)"
+    echo "node-init: nslcd resolved $TEST_USER $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"
+}
+
 case "$NODE_ROLE" in
 ctl)
+    if [ -n "${LDAP_DIR:-}" ]; then
+        # The directory (#13): loaded once from the seed, then kept (an admin's change survives a restart).
+        phase starting slapd
+        t0=$(date +%s%N)
+        L=/var/lib/slurmflox-ldap
+        mkdir -p /run/slapd "$L/data"
+        if [ ! -e "$L/data/data.mdb" ]; then
+            slapadd -q -f "$L/conf/slapd.conf" -l "$L/conf/seed.ldif" >>/var/log/slapd.out 2>&1 \
+                || fail "slapadd could not load the directory seed (see /var/log/slapd.out)"
+        fi
+        chown -R openldap:openldap /run/slapd "$L/data"
+        /usr/sbin/slapd -d 0 -u openldap -g openldap -f "$L/conf/slapd.conf" -h "ldap:/// ldapi:///" \
+            >>/var/log/slapd.out 2>&1 &
+        pids+=($!)
+        for _ in $(seq 200); do
+            ldapsearch -Q -LLL -Y EXTERNAL -H ldapi:/// -s base -b dc=slurmflox dn >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+        ldapsearch -Q -LLL -Y EXTERNAL -H ldapi:/// -s base -b dc=slurmflox dn >/dev/null 2>&1 \
+            || fail "slapd does not answer (see /var/log/slapd.out)"
+        echo "node-init: slapd answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"  # cold-start cost
+    fi
+    [ "$AUTH" = munge ] && directory_client
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
     phase starting slurmctld
@@ -136,6 +184,8 @@ ctl)
     ;;
 worker)
     phase activating "$SLURMFLOX_ENVIRONMENT"
+    # The worker runs from what its Nix profile pins (#20), as a Flox pod runs from its generation's store path.
+    FLOX_ENV=$(readlink -e "$NIX_PROFILE") || fail "no Nix profile generation at $NIX_PROFILE"
     # Activation and the initializer see only what a pod's init container would: the activation inputs.
     if ! env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
         SLURMFLOX_ENVIRONMENT="$SLURMFLOX_ENVIRONMENT" SLURMFLOX_ACTIVATE_MODE="$SLURMFLOX_ACTIVATE_MODE" \
@@ -152,17 +202,9 @@ worker)
     pids+=($!)
     ;;
 login)
-    getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
-    getent group "$TEST_SUPP_GROUP" >/dev/null || groupadd -g "$TEST_SUPP_GID" "$TEST_SUPP_GROUP"
-    if ! getent passwd "$TEST_USER" >/dev/null; then
-        useradd -u "$TEST_UID" -g "$TEST_GID" -G "$TEST_SUPP_GROUP" -M -d "/home/$TEST_USER" \
-            -s /bin/bash "$TEST_USER"
-    fi
-    usermod -p '*' "$TEST_USER"  # no password, but not locked: key login works with UsePAM no
+    directory_client
     if [ ! -d "/home/$TEST_USER" ]; then
-        mkdir -p "/home/$TEST_USER"
-        chown "$TEST_UID:$TEST_GID" "/home/$TEST_USER"
-        chmod 0755 "/home/$TEST_USER"
+        install -d -o "$TEST_UID" -g "$TEST_GID" -m 0755 "/home/$TEST_USER"
     fi
     install -m 0600 /run/slurmflox/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key
     mkdir -p /etc/ssh/authorized_keys /run/sshd

@@ -86,6 +86,9 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "SchedulerParameters=batch_sched_delay=0",
         "MpiDefault=none",
         "LaunchParameters=enable_nss_slurm",
+        # sackd caches a user's groups for GroupUpdateTime (default 600 s): a directory change (#13) reaches the next
+        # job within it. Short here, so the directory's group edits are seen within seconds (TDC).
+        "GroupUpdateTime=5",
         f"TaskProlog={c.task_prolog}",
         *([f"Prolog={c.prolog}"] if c.prolog else []),
         *([f"Epilog={c.epilog}"] if c.epilog else []),

@@ -17,7 +17,8 @@ Layout of ``<workdir>``::
 
 Each node's cgroups are ``<hierarchy>/<our cgroup>/slurmflox-<prefix>/<node>`` (freezer, cpuset, memory; see
 cgroups.py), recorded under ``cgroups`` in ``local/state.json`` and removed by down/destroy.
-The node image and the realized runtime store live in the cache (image.py), which destroy keeps.
+The node image, the realized runtime store and the Nix store live in the cache (image.py), which destroy keeps;
+destroy removes this deployment's Nix profiles (``nix/nix/var/nix/profiles/workers/<prefix>/``).
 Namespaces are named ``<prefix>-<node>`` with a prefix derived from the work dir, so clusters in different work
 dirs never collide.
 """
@@ -29,12 +30,13 @@ import time
 
 import yaml
 
+from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
 from .. import Progress, Substrate, SubstrateUnavailable
-from . import keys
-from .cluster import AUTH, CTL, LOGIN, LocalCluster, registered, rmtree
+from . import directory, keys
+from .cluster import CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarder import LoginForwarder
 from .network import address_for
 from .pool import LocalWorkerPool
@@ -75,6 +77,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         t_img = time.monotonic()
         self.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
+        directory.write_files(self.local, self.settings)  # slapd's config and seed, the bind secret (#13)
         boot = self.write_files(self.isolated_addresses())  # records the cgroup layout in the state
         state = self.read_state()
         pool = self.pool()
@@ -114,7 +117,8 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _ensure_keys(self) -> None:
         keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
-        if AUTH == "slurm":  # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        if self.auth == "slurm":
             keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
@@ -126,16 +130,11 @@ class LocalSubstrate(LocalCluster, Substrate):
         atomic_write(self.workdir.known_hosts, keys.known_hosts_line("127.0.0.1", port, host_pub))
 
     def _login_boot(self) -> dict[str, str]:
-        s = self.settings
         return {
             "SSH_HOST_KEY": str(self.local / "login" / "ssh_host_ed25519_key"),
             "SSH_AUTHORIZED": str(self.workdir.ssh_pubkey),
-            "TEST_USER": s.test_user,
-            "TEST_UID": str(s.test_uid),
-            "TEST_GID": str(s.test_gid),
-            "TEST_GROUP": s.test_user,
-            "TEST_SUPP_GROUP": s.test_supp_group,
-            "TEST_SUPP_GID": str(s.test_supp_gid),
+            **self.identity_boot(),
+            **directory.login_boot(self.directory_files),
         }
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
@@ -186,6 +185,11 @@ class LocalSubstrate(LocalCluster, Substrate):
             deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
             limitations=self.cgroup_layout()[0].limitations(),
+            directory=Directory(
+                *(directory.URI, directory.BASE_DN, s.test_user, (s.test_supp_group,)),
+                bind_dn=directory.BIND_DN,
+                bind_password_file=directory.LOGIN_SECRET,
+            ),
         )
 
     # ================================================================================== other verbs
@@ -206,12 +210,25 @@ class LocalSubstrate(LocalCluster, Substrate):
                 phase = node.phase()
                 why = f"  ({phase})" if phase.startswith("failed") else ""
                 lines.append(f"  {name:<10} down{why}{env}")
+        lines += self._service_lines()
         forwarded = "forwarded" if self.forwarder().running() else "closed"
         lines.append(f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {forwarded}")
         if self.controller().running():
             res = self.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
             lines += ["  " + line for line in res.stdout.splitlines()]
         return "\n".join(lines)
+
+    def _service_lines(self) -> list[str]:
+        """The daemons behind the optional services (#13): the directory on ctl, its resolver on login."""
+        lines = []
+        services = ((CTL, "slapd", f"directory {directory.BASE_DN} at {directory.URI}"), (LOGIN, "nslcd", "resolver"))
+        for node, daemon, what in services:
+            if not self.node(node).running():
+                continue
+            pids = self.node_runner(node).run(f"pidof {daemon}", timeout=10).stdout.split()
+            state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
+            lines.append(f"  {daemon:<10} {state} on {node}: {what}")
+        return lines
 
     def down(self) -> None:
         """Stop login, workers, controller (reverse start order) and the forwarder; keep all state."""
@@ -225,9 +242,11 @@ class LocalSubstrate(LocalCluster, Substrate):
             self.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
 
     def destroy(self) -> None:
-        """Down, then remove nodes, namespaces and state (keys, target file). The image cache stays."""
+        """Down, then remove nodes, namespaces, state (keys, target file) and this deployment's Nix profiles. The
+        image cache and the Nix store stay (README: how to prune the store)."""
         with self.exclusive():
             self.down()
+            LocalWorkerPool(self).nix_store().remove_profiles()
             rmtree(self.local)
             for path in (
                 self.target_file,
@@ -237,4 +256,4 @@ class LocalSubstrate(LocalCluster, Substrate):
                 self.workdir.known_hosts,
             ):
                 path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {self.cache})")
+        self.progress(f"local: destroyed cluster {self.prefix} (image cache and Nix store kept in {self.cache})")
