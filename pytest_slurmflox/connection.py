@@ -107,7 +107,7 @@ def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str])
 def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]) -> None:
     if pool is None:
         missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
-        missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
+        missing["isolated-worker"] = missing["worker-owner"] = missing["node-admin"] = missing["worker-pool"]
         missing["service-restart"] = missing["worker-pool"]
         return
     caps.add("worker-pool")
@@ -119,6 +119,10 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
         caps.add("service-restart")
     else:
         missing["service-restart"] = "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"
+    if hasattr(pool, "containerd_config"):
+        caps.add("node-admin")
+    else:
+        missing["node-admin"] = "nothing here reaches the Kubernetes nodes as root (to read containerd's config)"
     if hasattr(pool, "start_isolated_worker"):
         caps.add("isolated-worker")
     else:
@@ -179,9 +183,9 @@ def connect(
     Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
-    groups need it), ``isolated-worker`` (a throwaway worker can
-    be started with another runtime without touching the cohort: the local substrate), ``accounting`` and
-    ``rest`` (declared in the target file and answering, #13).
+    groups need it), ``node-admin`` (root on the Kubernetes nodes: our qemu deployment), ``isolated-worker`` (a
+    throwaway worker can be started with another runtime without touching the cohort: the local substrate),
+    ``accounting`` and ``rest`` (declared in the target file and answering, #13).
     """
     login = _ssh(spec.login, observer)
     admin = _ssh(spec.admin, observer) if spec.admin else None
