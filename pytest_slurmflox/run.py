@@ -252,12 +252,19 @@ class SSHRunner:
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
         rc = 124
+        exited: float | None = None
         while True:
             while channel.recv_ready():
                 out += channel.recv(65536)
             while channel.recv_stderr_ready():
                 err += channel.recv_stderr(65536)
-            if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+            if exited is None and channel.exit_status_ready():
+                exited = time.monotonic()
+            # sshd may send the exit status before the last of the output (RFC 4254 allows data after it; measured
+            # on the bookworm cluster: an `echo` read back empty with exit 0): done at EOF, or a short grace after
+            # the exit when a background process keeps the output open
+            drained = channel.eof_received or (exited is not None and time.monotonic() - exited > EOF_GRACE_S)
+            if exited is not None and drained and not channel.recv_ready() and not channel.recv_stderr_ready():
                 rc = channel.recv_exit_status()
                 break
             if time.monotonic() > deadline:
@@ -280,6 +287,10 @@ class SSHRunner:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+#: How long a finished command's output may still arrive after its exit status (see SSHRunner.run).
+EOF_GRACE_S = 2.0
 
 
 def after_start(text: str, start: str) -> str:

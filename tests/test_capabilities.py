@@ -66,3 +66,14 @@ def test_accounting_secrets_are_0600_reused_and_caught_by_the_scan(tmp_path):
     leaks = scan_for_secrets([artifact], secret_needles([files.password, files.jwt_key]))
     assert [leak.label for leak in leaks] == ["content of db_password.key"]
     assert "SLURM_JWT=[REDACTED]" in Redactor()("SLURM_JWT=eyJhbGciOiJIUzI1NiJ9.e30.sig")
+
+
+def test_slurmdbd_conf_uses_the_clusters_rpc_authentication():
+    # bookworm's 22.05 has no auth/slurm: slurmdbd must speak the cluster's auth/munge (else it refuses slurmctld)
+    munge = accounting.render_slurmdbd_conf("pw", "munge").splitlines()
+    assert "AuthType=auth/munge" in munge and not any(line.startswith("AuthInfo=") for line in munge)
+    slurm = accounting.render_slurmdbd_conf("pw", "slurm").splitlines()
+    assert "AuthType=auth/slurm" in slurm and "AuthInfo=use_client_ids" in slurm
+    assert "AuthAltTypes=auth/jwt" in munge and "AuthAltTypes=auth/jwt" in slurm
+    with pytest.raises(ValueError):
+        accounting.render_slurmdbd_conf("pw", "none")

@@ -192,7 +192,9 @@ SQL
     unset pw
     chown slurm:slurm /var/log/slurm /run/slurmdbd
     install -o slurm -g slurm -m 0600 /run/slurmflox/slurmdbd.conf /run/slurmdbd/slurmdbd.conf
-    install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmdbd/slurm.key
+    if [ "$AUTH" = slurm ]; then  # auth/munge (bookworm): munged above; no slurm.key in the config dir
+        install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmdbd/slurm.key
+    fi
     chown slurm:slurm /run/slurmflox/jwt_hs256.key
     phase starting slurmdbd
     # slurmdbd reads slurmdbd.conf (and slurm.key) from the directory of SLURM_CONF

@@ -160,7 +160,7 @@ class LocalSubstrate(LocalCluster, Substrate):
     def _ensure_keys(self) -> None:
         files = self.acct_files
         files.ensure()  # the storage password and the JWT key (0600)
-        files.write_dbd_conf(accounting.render_slurmdbd_conf(files.password.read_text().strip()))
+        files.write_dbd_conf(accounting.render_slurmdbd_conf(files.password.read_text().strip(), self.auth))
         keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
         # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
         if self.auth == "slurm":
