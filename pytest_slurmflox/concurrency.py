@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from .groups import GROUPS
 from .options import get_option
-from .selection import reports_wanted
 
 #: The marker of a check that waits a fixed span on Slurm: scheduled first.
 LONG_WAIT = "long_wait"
@@ -52,6 +52,15 @@ def workers_wanted(value: str | None) -> int | None:
     return number
 
 
+def selects_checks(config: pytest.Config) -> bool:
+    """Whether the user selected acceptance checks by marker (``-m acceptance``, ``-m "T3 or T7"``) or group list.
+    A bare ``--slurmflox-up`` or ``--slurmflox-target`` is not enough: a no-change converge must stay a matter of
+    seconds, without starting workers that would find nothing to run."""
+    expr = (config.option.markexpr or "").replace("(", " ").replace(")", " ").split()
+    named = {t for i, t in enumerate(expr) if i == 0 or expr[i - 1] != "not"}
+    return bool(named & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"))
+
+
 def default_workers(config: pytest.Config) -> int:
     """The xdist workers the plugin sets for this invocation, 0 when it leaves pytest's options alone: only an
     acceptance run on the xdist controller, with pytest-xdist active and neither ``-n``/``--dist`` nor a debugger
@@ -61,7 +70,7 @@ def default_workers(config: pytest.Config) -> int:
         return 0
     user_chose = getattr(option, "numprocesses", None) is not None or getattr(option, "dist", "no") != "no"
     debugging = getattr(option, "usepdb", False) or getattr(option, "trace", False)
-    if user_chose or debugging or option.collectonly or not reports_wanted(config):
+    if user_chose or debugging or option.collectonly or not selects_checks(config):
         return 0
     return workers_wanted(get_option(config, "slurmflox_workers")) or 0
 

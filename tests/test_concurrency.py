@@ -50,9 +50,10 @@ def _dist(pytester: pytest.Pytester, *args: str) -> str:
     return "\n".join(line for line in pytester.runpytest_subprocess(*args).outlines if line.startswith("DIST"))
 
 
-def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.Pytester, monkeypatch):
+@pytest.mark.parametrize("select", [("-m", "acceptance"), ("-m", "T3 or T7"), ("--slurmflox-groups=T3",)])
+def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.Pytester, monkeypatch, select):
     monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
-    assert _dist(pytester, "-m", "acceptance", "-s") == f"DIST {AUTO_WORKERS} load 1"
+    assert _dist(pytester, *select, "-s") == f"DIST {AUTO_WORKERS} load 1"
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,7 @@ def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.P
         ("-m", "acceptance", "-s", "-p", "no:xdist"),  # no xdist, no workers
         ("-m", "acceptance", "-s", "--slurmflox-workers=0"),  # asked for a serial run
         ("-s",),  # not an acceptance run: the project's own tests are left alone
+        ("-s", "-m", "not acceptance"),  # a negated marker selects no checks
     ],
 )
 def test_the_default_stays_out_of_the_users_way(pytester: pytest.Pytester, monkeypatch, args):
