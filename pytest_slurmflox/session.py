@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .concurrency import order_long_waits
+from .concurrency import long_first
 from .environment import target_facts
 from .groups import item_group
 from .options import SessionState, get_option, progress_printer, resolve_settings
@@ -127,7 +127,7 @@ class SlurmfloxSession:
 
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
         """Acceptance checks run only when asked for; destructive groups only when named or allowed; the long
-        waits are placed (:func:`~pytest_slurmflox.concurrency.order_long_waits`)."""
+        waits go first (:func:`~pytest_slurmflox.concurrency.long_first`)."""
         if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
             items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
         selection = Selection.of(self.config, self.state.substrate)
@@ -136,7 +136,7 @@ class SlurmfloxSession:
             self.config.hook.pytest_deselected(items=drop)
             items[:] = keep
         self.state.deselected = selection.reasons
-        order_long_waits(items)
+        long_first(items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -154,10 +154,6 @@ class SlurmfloxSession:
     # -- the end ------------------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """``--slurmflox-up`` with nothing selected is a provisioning run: success, not "no tests ran"."""
-        if not hasattr(self.config, "workerinput"):  # the process that owns the run (serial, xdist controller)
-            from .early import forget
-
-            forget(self.state.run_id)
         provisioned = get_option(self.config, "slurmflox_up") and self.state.target_path
         if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
             session.exitstatus = pytest.ExitCode.OK
