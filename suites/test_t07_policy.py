@@ -127,7 +127,9 @@ def test_hold_and_release(submit):
 
 def test_scancel_ends_a_running_job(submit):
     job = submit.sbatch(SLEEP.format(s=300))
-    submit.slurm.wait([job], until=frozenset({"RUNNING"}), timeout=job_timeout())
+    # a job that ends before it was seen running fails here at once, not after the wait's timeout
+    started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
+    requirement(started.state == "RUNNING", "the job to cancel runs (control)", str(started))
     submit.slurm.cancel(job).check()
     state = submit.wait(job, timeout=job_timeout())[job]  # KillWait is within a pass
     requirement(state.state == "CANCELLED", "scancel ends a running job as CANCELLED", str(state))

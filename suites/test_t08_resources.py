@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import Mark, declared, require_enforced, requirement
@@ -193,7 +194,9 @@ def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, e
     rest = wait_released if ending == "ended" else "sleep 600"
     script = f"#!/bin/bash\n{DAEMONIZE[how].format(m=marker)}\n{rest}\n"
     job = submit.sbatch(script, f"-w{node}", suffix=how)
-    submit.slurm.wait([job], until=frozenset({"RUNNING"}), timeout=job_timeout())
+    # a job that ends before it was seen running fails here at once, not after the wait's timeout
+    started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
+    requirement(started.state == "RUNNING", f"the job that starts a {how} process runs (control)", str(started))
     seen = _probe(submit, node, marker, job=job)
     for _ in range(20):  # the job may not have started its daemon yet
         if marker in seen.stdout:
