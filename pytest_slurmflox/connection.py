@@ -107,17 +107,69 @@ def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str])
 def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]) -> None:
     if pool is None:
         missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
-        missing["isolated-worker"] = missing["worker-owner"] = missing["worker-pool"]
+        missing["isolated-worker"] = missing["worker-owner"] = missing["node-admin"] = missing["worker-pool"]
+        missing["service-restart"] = missing["worker-pool"]
         return
     caps.add("worker-pool")
     if isinstance(pool, WorkerPool):
         caps.add("worker-owner")
     else:
         missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
+    if hasattr(pool, "restart_service"):
+        caps.add("service-restart")
+    else:
+        missing["service-restart"] = "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"
+    if hasattr(pool, "containerd_config"):
+        caps.add("node-admin")
+    else:
+        missing["node-admin"] = "nothing here reaches the Kubernetes nodes as root (to read containerd's config)"
     if hasattr(pool, "start_isolated_worker"):
         caps.add("isolated-worker")
     else:
         missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
+
+
+def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """``directory`` (#13): declared, and it answers ldapsearch from the admin endpoint (else the login one)."""
+    if spec.directory is None:
+        missing["directory"] = f"target {spec.name!r} declares no directory service (directory: uri, base, user)"
+        return
+    from .directory import probe
+
+    try:
+        why = probe(runner, spec.directory)
+    except Exception as exc:
+        why = f"ldapsearch could not run: {exc}"
+    if why is None:
+        caps.add("directory")
+    else:
+        missing["directory"] = why
+
+
+def _probe_services(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """accounting / rest (#13): present when the target file declares them and they answer; the reason otherwise
+    (undeclared: the group SKIPs naming it; declared but silent: the suites FAIL with this reason)."""
+    if spec.accounting is None:
+        missing["accounting"] = f"target {spec.name!r} declares no accounting (slurmdbd)"
+    else:
+        try:
+            res = login.run("sacctmgr -n -P show cluster format=cluster", timeout=30)
+            if res.ok and res.stdout.strip():
+                caps.add("accounting")
+            else:
+                missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {res.describe()}"
+        except Exception as exc:
+            missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {exc}"
+    if spec.rest is None:
+        missing["rest"] = f"target {spec.name!r} declares no REST API (slurmrestd)"
+        return
+    import httpx
+
+    try:
+        httpx.get(spec.rest.url + "/openapi/v3", timeout=10)
+        caps.add("rest")
+    except httpx.HTTPError as exc:
+        missing["rest"] = f"slurmrestd at {spec.rest.url} does not answer: {exc!r}"
 
 
 def connect(
@@ -131,8 +183,9 @@ def connect(
     Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
-    groups need it), ``isolated-worker`` (a throwaway worker can
-    be started with another runtime without touching the cohort: the local substrate).
+    groups need it), ``node-admin`` (root on the Kubernetes nodes: our qemu deployment), ``isolated-worker`` (a
+    throwaway worker can be started with another runtime without touching the cohort: the local substrate),
+    ``accounting`` and ``rest`` (declared in the target file and answering, #13).
     """
     login = _ssh(spec.login, observer)
     admin = _ssh(spec.admin, observer) if spec.admin else None
@@ -144,4 +197,6 @@ def connect(
     kube = _probe_kubernetes(spec, caps, missing)
     pool = pool_factory(spec, kube) if pool_factory else None
     _probe_pool(pool, caps, missing)
+    _probe_directory(spec, admin if admin is not None and "admin" in caps else login, caps, missing)
+    _probe_services(spec, login, caps, missing)
     return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)

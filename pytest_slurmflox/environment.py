@@ -23,23 +23,32 @@ def target_metadata(run_id: str, substrate: str | None, target_path: Path | None
     if target_path is None or spec is None:
         rows["Target"] = str(target_path) if target_path else "none"
         return rows
+    from .declared import ENV, IMAGE, KUBERNETES, PARTITION, REPLICAS, REVISION, REVISION_INPUTS, missing
+
     exp = spec.expect
+
+    def shown(value: str, *keys: str) -> str:
+        """A customer's undeclared expectation is shown as such, never as the reference default (issue 17)."""
+        return "not declared" if missing(spec.declared, keys) else value
+
+    revision_declared = not missing(spec.declared, (REVISION,)) or not missing(spec.declared, REVISION_INPUTS)
     rows.update(
         {
             "Target": f"{spec.name} ({target_path})",
             "Substrate": spec.substrate,
             "Login endpoint": f"{spec.login.user}@{spec.login.host}:{spec.login.port}",
-            "Partition": spec.partition,
-            "Worker image": exp.image,
-            "Worker image digest": image_digest(exp.image) or "not pinned by digest",
-            "Environment reference": exp.settings.worker_flox_env,
-            "Environment generation": str(exp.settings.worker_flox_generation),
-            "Runtime revision (expected)": exp.revision,
-            "Worker replicas (expected)": str(exp.replicas),
+            "Partition": shown(spec.partition, PARTITION),
+            "Worker image": shown(exp.image, IMAGE),
+            "Worker image digest": shown(image_digest(exp.image) or "not pinned by digest", IMAGE),
+            "Environment reference": shown(exp.settings.worker_flox_env, ENV[0]),
+            "Environment generation": shown(str(exp.settings.worker_flox_generation), ENV[1]),
+            "Runtime revision (expected)": exp.revision if revision_declared else "not declared",
+            "Worker replicas (expected)": shown(str(exp.replicas), REPLICAS),
         }
     )
     if spec.kubernetes is not None:
-        rows["Kubernetes namespace / NodeSet"] = f"{spec.kubernetes.namespace} / {spec.kubernetes.nodeset}"
+        kube = spec.kubernetes
+        rows["Kubernetes namespace / NodeSet"] = shown(f"{kube.namespace} / {kube.nodeset}", *KUBERNETES)
     return rows
 
 

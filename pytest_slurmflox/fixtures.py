@@ -19,7 +19,7 @@ import pytest
 from .connection import Target, connect
 from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
-from .target import TargetError, TargetSpec, load_target, undeclared_message
+from .target import TargetError, TargetSpec, load_target
 
 
 def _pool_factory(config: pytest.Config):
@@ -67,9 +67,6 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         state.evidence.redact.add_file(secret)
     if spec.kubernetes and spec.kubernetes.kubeconfig:
         state.evidence.redact.add_file(spec.kubernetes.kubeconfig)
-    missing = undeclared_message(spec)
-    if missing:
-        progress_printer(pytestconfig)(missing)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live
     with terminate_as_interrupt():

@@ -24,13 +24,20 @@ GROUPS: dict[str, str] = {
     "TP": "task-environment provenance across export modes",
     "TI": "unprivileged identity end to end",
     "TF": "failure isolation of an unrealizable runtime",
+    "TD": "directory identity end to end (LDAP)",
     "TW": "customer workload corpus",
+    "TA": "accounting: jobs and steps in sacct, associations and limits enforced",
+    "TR": "REST submission through slurmrestd with the sbatch task-environment contract",
     "T11R": "rerun idempotency and incomplete-maintenance recovery",
     "T11U": "live whole-cohort runtime update",
     "T11C": "CPU-capacity revision and stale node-record cleanup",
     "T11F": "a failed runtime revision stays unavailable",
+    "TDC": "a directory change reaches the next job (edits the directory)",
+    "TAR": "accounting survives a restart of slurmdbd and of slurmctld",
 }
-DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F"})
+DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F", "TDC", "TAR"})
+#: Groups required only where the target declares the service they check (every local deployment declares it).
+CAPABILITY_GROUPS: dict[str, str] = {"TD": "directory", "TA": "accounting", "TR": "rest"}
 #: Groups whose SKIP fails a sign-off (TW only exists when a workload corpus is given).
 REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GROUPS)
 

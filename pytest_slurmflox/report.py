@@ -27,7 +27,17 @@ from .environment import FACT_ROWS, target_metadata
 from .groups import GROUPS, item_group
 from .options import SessionState
 from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
-from .signoff import EXCERPT, Check, CheckCollector, SignOff, decide, failure_line, report_properties, summary_lines
+from .signoff import (
+    EXCERPT,
+    Check,
+    CheckCollector,
+    SignOff,
+    decide,
+    failure_line,
+    report_properties,
+    required_for,
+    summary_lines,
+)
 from .state import atomic_write
 from .target import TargetError, TargetSpec, load_target
 from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
@@ -173,6 +183,7 @@ class ReportWriter:
         self.signoff = decide(
             checks,
             requested=self.request.requested,
+            required_groups=required_for(load_spec(self.state.target_path)),
             workloads_given=self.request.workloads_given,
             collect_errors=self.collector.collect_errors,
             deselected=self.deselected_groups,

@@ -37,6 +37,8 @@ _SHAPES = (
         r"\1" + REDACTED,
     ),
     (re.compile(r"(Authorization:\s*Bearer\s+)(\S+)", re.I), r"\1" + REDACTED),
+    # a Slurm JWT as `scontrol token` prints it or as slurmrestd's header carries it (#13)
+    (re.compile(r"((?:SLURM_JWT|X-SLURM-USER-TOKEN)\s*[:=]\s*)(\S+)", re.I), r"\1" + REDACTED),
 )
 _PEM_PRIVATE = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _CREDENTIAL_LINE = re.compile(r"^\s*(client-key-data|client-certificate-data|token|password)\s*:\s*(\S+)", re.M)
@@ -197,7 +199,8 @@ class Redactor:
 
 
 #: File names that hold credentials wherever they appear in a work dir (the local substrate keeps its Slurm auth
-#: key and the login node's host key under local/, the QEMU substrate kubeadm's keys under k8s/).
+#: key and the login node's host key under local/, the accounting database password and the auth/jwt key as
+#: local/accounting/{db_password,jwt_hs256}.key (#13), the QEMU substrate kubeadm's keys under k8s/).
 _SECRET_NAME = re.compile(r"(.*\.key|id_[^.]+|ssh_host_.*_key|kubeconfig|admin\.conf|.*\.pem)")
 _SECRET_MAX = 1 << 20
 

@@ -96,11 +96,18 @@ class SlurmfloxSession:
             spec = load_target(state.target_path)
         except TargetError as exc:
             return [*lines, f"slurmflox: target file unreadable: {exc}"]
+        from .declared import REVISION, REVISION_INPUTS, missing, undeclared_message
+
         expect = spec.expect
-        return [
-            *lines,
-            f"slurmflox: expected runtime revision {expect.revision} ({expect.environment}, {expect.image})",
-        ]
+        if missing(spec.declared, REVISION_INPUTS) and missing(spec.declared, (REVISION,)):
+            # a customer's target that does not declare it: the reference's defaults would compute another one
+            lines.append("slurmflox: expected runtime revision: not declared by the target file")
+        else:
+            what = f"{expect.revision} ({expect.environment}, {expect.image})"
+            lines.append(f"slurmflox: expected runtime revision {what}")
+        # the target file validated at start (issue 17): one message naming, per group, the keys it leaves out
+        message = undeclared_message(spec)
+        return [*lines, f"slurmflox: {message}"] if message else lines
 
     def _settings_line(self) -> str:
         """Without a target, the revision the current settings would deploy (the only resolution of this run)."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .groups import GROUPS, REQUIRED_GROUPS
+from .groups import CAPABILITY_GROUPS, GROUPS, REQUIRED_GROUPS
 
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
 SIGNED_OFF, NOT_SIGNED_OFF = "SIGNED OFF", "NOT SIGNED OFF"
@@ -200,6 +200,14 @@ def _group_reasons(checks: list[Check]) -> tuple[str, ...]:
             key = f"{check.verdict}: {check.reason}"
             reasons[key] = reasons.get(key, 0) + 1
     return tuple(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
+
+
+def required_for(spec: Any) -> tuple[str, ...]:
+    """The required groups for a target: a service group (:data:`groups.CAPABILITY_GROUPS`) only where the target
+    file declares that service; every group when the target is unknown (an unreadable target signs nothing off)."""
+    return tuple(
+        g for g in REQUIRED_GROUPS if g not in CAPABILITY_GROUPS or spec is None or spec.declares(CAPABILITY_GROUPS[g])
+    )
 
 
 def decide(

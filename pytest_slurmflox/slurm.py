@@ -147,8 +147,15 @@ class SlurmClient:
 
     # -- reading -----------------------------------------------------------------------------------
     def version(self) -> str:
+        """The version the cluster's own client reports (``sinfo --version``), e.g. ``24.11.5``.
+
+        Upstream prints ``slurm 24.11.5``; Debian's build prints ``slurm-wlm 22.05.8`` (measured on bookworm), so
+        the number is taken, not the word before it. Raises SlurmError when no version number is in the answer."""
         res = self.user.run("sinfo --version").check()
-        return res.stdout.strip().removeprefix("slurm ").strip()
+        found = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", res.stdout)
+        if found is None:
+            raise SlurmError("sinfo --version printed no version number:\n" + res.describe())
+        return found.group(1)
 
     def ping(self) -> Result:
         """``scontrol ping``; raises SlurmError unless a controller answers UP."""

@@ -101,7 +101,7 @@ class Workdir:
 
     def secret_paths(self) -> tuple[Path, ...]:
         """What strip-secrets removes: SSH key pair, Munge key, kubeconfig, cloud-init seeds, VM disks, and the
-        local substrate's own credentials (its auth/slurm key and the login node's SSH host key)."""
+        local substrate's own credentials (its auth/slurm key, the login node's SSH host key, accounting secrets)."""
         return (
             self.ssh_key,
             self.ssh_pubkey,
@@ -113,6 +113,10 @@ class Workdir:
             self.local / "conf" / "slurm.key",
             self.local / "login" / "ssh_host_ed25519_key",
             self.local / "login" / "ssh_host_ed25519_key.pub",
+            # #13: the accounting database password, slurmdbd.conf (holds it) and the auth/jwt key
+            self.local / "accounting" / "db_password.key",
+            self.local / "accounting" / "slurmdbd.conf",
+            self.local / "accounting" / "jwt_hs256.key",
         )
 
     def strip_secrets(self) -> list[Path]:

@@ -9,6 +9,7 @@ acceptance run left, and every check cancels its own unfinished jobs when it end
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from dataclasses import dataclass, field
 
@@ -34,10 +35,16 @@ class Jobs:
     label: str
     partition: str = "all"
     submitted: list[str] = field(default_factory=list)
+    #: Makes the name this instance's own: under pytest-xdist a module fixture runs once per worker with the same
+    #: run id and label, and one worker's cleanup (which cancels by name prefix) must not end the other's jobs.
+    nonce: str = field(default_factory=lambda: secrets.token_hex(3))
 
     @property
     def name(self) -> str:
-        return f"sfx-{self.run_id}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}"
+        """``sfx-<run id>-<check>-<nonce>``: the nonce keeps a check's named cancel (:meth:`cleanup`, a prefix) to
+        this instance's jobs (seen: under ``-n 2`` T7's module fixture ran on both xdist workers with one run id, and
+        one worker's cleanup CANCELLED the other's time-limit job)."""
+        return f"sfx-{self.run_id}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.label)[:60]}-{self.nonce}"
 
     @property
     def outdir(self) -> str:

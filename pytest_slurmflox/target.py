@@ -16,6 +16,8 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
     slurm: {partition: all}
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
+    directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
+                                    # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
     expect:                         # what the deployment should run
       revision: sha256:...          # optional; computed from settings when absent
       image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise
@@ -23,6 +25,8 @@ Target file (YAML)::
       settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
     deployment:                     # written by a substrate: every setting it deployed with
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
+    accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
+    rest: {url: https://..., token_command: scontrol token}
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from typing import Any
 
 import yaml
 
+from . import capabilities
+from .capabilities import AccountingSpec, RestSpec
+from .declared import declared_keys
+from .directory import Directory, parse_directory
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .state import atomic_write
@@ -79,9 +87,6 @@ class Expectations:
     revision: str
     image: str
     replicas: int
-    #: The keys the target file declares (``expect.settings``, ``expect.replicas`` as COMPUTE_REPLICAS); None for
-    #: a target a substrate wrote, whose settings are all ours (issue 17: a customer's expectations are declared).
-    declared: frozenset[str] | None = None
 
     @property
     def environment(self) -> str:
@@ -107,6 +112,24 @@ class TargetSpec:
     deployed: Settings | None = None
     #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
     limitations: Mapping[str, str] = field(default_factory=dict)
+    #: The keys the target file declares, as its own paths (declared.py); None for a target a substrate wrote,
+    #: whose settings are all ours (issue 17: a customer's expectations are declared, never defaulted).
+    declared: frozenset[str] | None = None
+    directory: Directory | None = None  #: the directory service (group TD), when declared
+    accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
+    rest: RestSpec | None = None  #: slurmrestd (#13, TR)
+
+    def declares(self, capability: str) -> bool:
+        """Whether the target file declares an optional service capability (its group is then required)."""
+        declared = {"directory": self.directory, "accounting": self.accounting, "rest": self.rest}
+        return declared.get(capability) is not None
+
+
+def _directory(doc: Mapping[str, Any]) -> Directory | None:
+    try:
+        return parse_directory(doc.get("directory"))
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -195,11 +218,6 @@ def _expectations(doc: Mapping[str, Any], substrate: str) -> Expectations:
         revision=str(expect_doc.get("revision") or runtime_revision(settings, image=image)),
         image=image,
         replicas=int(expect_doc.get("replicas", settings.compute_replicas)),
-        declared=(
-            frozenset(raw_settings) | ({"COMPUTE_REPLICAS"} if "replicas" in expect_doc else set())
-            if substrate == "existing"
-            else None
-        ),
     )
 
 
@@ -237,7 +255,17 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         slurm_version=(doc.get("slurm") or {}).get("version"),
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
+        directory=_directory(doc),
+        **_services(doc),
+        declared=declared_keys(doc) if substrate == "existing" else None,
     )
+
+
+def _services(doc: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return {"accounting": capabilities.parse_accounting(doc), "rest": capabilities.parse_rest(doc)}
+    except capabilities.CapabilityError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
@@ -303,6 +331,13 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
     if spec.limitations:
         doc["limitations"] = dict(spec.limitations)
+    if spec.directory is not None:
+        doc["directory"] = {k: v for k, v in dataclasses.asdict(spec.directory).items() if v is not None}
+        doc["directory"]["groups"] = list(spec.directory.groups)
+    if spec.accounting is not None:
+        doc["accounting"] = capabilities.accounting_document(spec.accounting)
+    if spec.rest is not None:
+        doc["rest"] = capabilities.rest_document(spec.rest)
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc
@@ -323,32 +358,3 @@ def load_target(path: Path) -> TargetSpec:
     except yaml.YAMLError as exc:
         raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
     return parse_target(doc, path=path)
-
-
-#: The ``expect.settings`` keys each group compares with (README "Running against your cluster").
-GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
-    "T2": ("WORKER_FLOX_ENV", "WORKER_FLOX_GENERATION", "WORKER_FLOX_ACTIVATE_MODE"),
-    "T3": ("WORKER_FLOX_ENV", "WORKER_FLOX_GENERATION", "WORKER_FLOX_ACTIVATE_MODE", "WORKER_ENV_EXPORTS"),
-    "TP": ("WORKER_FLOX_ACTIVATE_MODE", "WORKER_PATH_PRECEDENCE", "WORKER_ENV_EXPORTS"),
-    "T8": ("WORKER_CPUS", "WORKER_MEM_MB"),
-    "T9": ("WORKER_HOME_PATH",),
-    "TI": ("WORKER_HOME_PATH",),
-}
-
-
-def undeclared(spec: TargetSpec) -> dict[str, list[str]]:
-    """Group -> the expectation keys a customer target does not declare (empty for a substrate's target)."""
-    have = spec.expect.declared
-    if have is None:
-        return {}
-    out = {group: [k for k in keys if k not in have] for group, keys in GROUP_KEYS.items()}
-    return {group: keys for group, keys in out.items() if keys}
-
-
-def undeclared_message(spec: TargetSpec) -> str:
-    """One message listing, per group, the keys the target file does not declare ('' when nothing is missing)."""
-    missing = undeclared(spec)
-    if not missing:
-        return ""
-    groups = "; ".join(f"{group}: {', '.join(keys)}" for group, keys in missing.items())
-    return f"target {spec.name!r} does not declare expect.settings keys these groups need ({groups})"

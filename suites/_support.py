@@ -36,6 +36,9 @@ _DECLARED_BY = {
     "flox-shim": lambda spec: spec.kubernetes is not None,
     "admin": lambda spec: spec.admin is not None,
     "slurm": lambda spec: True,  # every target names a login endpoint with Slurm behind it
+    "directory": lambda spec: spec.directory is not None,
+    "accounting": lambda spec: spec.accounting is not None,
+    "rest": lambda spec: spec.rest is not None,
 }
 
 
@@ -218,13 +221,16 @@ def require_enforced(target, limit: str) -> None:
 
 def declared(target, *keys: str) -> None:
     """NOT RUN, naming the keys, when a customer target (substrate existing) does not declare an expectation the
-    check needs: the reference's defaults describe clusters we provision, never a customer's (issue 17)."""
-    have = target.spec.expect.declared
-    missing = [key for key in keys if have is not None and key not in have]
-    if missing:
+    check needs: the reference's defaults describe clusters we provision, never a customer's (issue 17). ``keys``
+    are target-file paths of pytest_slurmflox.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
+    group's row of ``declared.GROUP_KEYS`` lists them (tests/test_declared.py keeps the two equal)."""
+    from pytest_slurmflox.declared import missing
+    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+
+    absent = missing(target.spec.declared, keys)
+    if absent:
         pytest.skip(
-            f"not run: the target file does not declare {', '.join('expect.settings.' + k for k in missing)} "
-            f"(target {target.spec.name!r})"
+            f"{NOT_RUN_PREFIX}the target file does not declare {', '.join(absent)} (target {target.spec.name!r})"
         )
 
 

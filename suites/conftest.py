@@ -14,9 +14,15 @@ def workers(target) -> list[str]:
     A node in the partition that the owner does not list, a listed worker that is not registered, or one that does
     not serve is a FAIL naming it (it is not dropped, and it is no SKIP). Per-worker checks use every node.
     """
-    from ._support import require
+    from pytest_slurmflox.declared import COMMON_KEYS, KUBERNETES_KEYS
+
+    from ._support import declared, require
 
     require(target, "slurm")
+    # which nodes are the workers is itself declared: a customer's partition (and NodeSet) is never a default's
+    declared(target, *COMMON_KEYS)
+    if target.spec.kubernetes is not None:
+        declared(target, *KUBERNETES_KEYS)
     nodes, problems, evidence = cohort(target)
     requirement(
         not problems, "the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence

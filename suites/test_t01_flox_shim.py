@@ -2,12 +2,16 @@
 
 Requirement: every worker pod runs under RuntimeClass ``flox`` whose handler is the Flox shim, its slurmd
 container was prepared by the shim (slurmd's own process carries a FLOX_ENV that lies in the Flox store and is
-the realized path recorded for that worker, the same across the cohort), and the profile initializer runs the
-image it should, rather than anything starting from a plain image or a lookalike.
+the realized path recorded for that worker, the same across the cohort), the containerd of every node a worker
+runs on maps the handler ``flox`` to the shim, and the profile initializer runs the image it should, rather than
+anything starting from a plain image or a lookalike.
 
 Where the expectations come from: the pinned environment, revision, image and activation mode are the target
 file's ``expect``; the handler name ``flox`` is the Flox shim's registration (reference design); the realized path
 is the runtime provider's record where the owner keeps one, otherwise the cohort must agree on one Flox store path.
+The containerd registration a node must have (runtime ``flox`` -> ``runtime_type io.containerd.runc.v2`` with
+``runtime_path`` the shim, ``flox.dev/*`` annotations passed, systemd cgroups) is floxdocs' (see
+``substrates/qemu/containerd.py``), judged on the node's own ``containerd config dump``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.checks import worker_template_problems
+from pytest_slurmflox.declared import IMAGE, REVISION_INPUTS
 
-from ._support import require, requirement
+from ._support import declared, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, pytest.mark.needs_flox]
 
@@ -30,7 +35,9 @@ def _worker_pods(target):
 
 
 def test_worker_pods_run_under_runtimeclass_flox(target, expect):
-    for pod in _worker_pods(target):
+    pods = _worker_pods(target)
+    declared(target, *REVISION_INPUTS)
+    for pod in pods:
         problems = worker_template_problems(
             pod,
             environment=expect.environment,
@@ -49,7 +56,9 @@ def test_runtimeclass_flox_is_handled_by_the_flox_shim(target):
 
 
 def test_profile_initializer_runs_the_expected_image(target, expect):
-    for pod in _worker_pods(target):
+    pods = _worker_pods(target)
+    declared(target, IMAGE)
+    for pod in pods:
         inits = {c.get("name"): c for c in pod["spec"].get("initContainers") or []}
         init = inits.get("flox-task-profile-init")
         requirement(
@@ -93,3 +102,23 @@ def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
             )
         realized[name] = resolved
     requirement(len(set(realized.values())) == 1, "one realized environment across the cohort", str(realized))
+
+
+def test_node_containerd_maps_the_flox_handler_to_the_shim(target):
+    """Each node that runs a worker pod: its containerd's effective configuration resolves the RuntimeClass
+    handler ``flox`` to the Flox shim, parsed as TOML (:func:`check_flox_runtime`), read as root on the node. The
+    handler name is the key of containerd's CRI runtimes table (kubernetes.io docs/concepts/containers/runtime-class,
+    "CRI Configuration", containerd: ``[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.${HANDLER_NAME}]``)."""
+    from pytest_slurmflox.substrates.qemu.containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH, node_problems
+
+    pods = _worker_pods(target)
+    require(target, "node-admin")
+    hosts = sorted({p["spec"].get("nodeName") or "" for p in pods})
+    requirement(all(hosts), "every worker pod is scheduled on a node", str(hosts))
+    for host in hosts:
+        problems = node_problems(host, target.pool.containerd_config(host))
+        requirement(
+            not problems,
+            f"{host}: containerd maps runtime {FLOX_RUNTIME_HANDLER} to {FLOX_SHIM_PATH} as Flox needs",
+            *problems,
+        )

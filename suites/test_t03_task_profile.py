@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_exports, expected_revision
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
-from ._support import read_profiles, requirement, runtimes
+from ._support import declared, read_profiles, requirement, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 
@@ -41,7 +42,8 @@ def test_profile_is_complete_on_every_worker(profiles, workers):
         requirement(len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written", res)
 
 
-def test_profile_matches_the_declared_deployment(profiles, workers, expect):
+def test_profile_matches_the_declared_deployment(profiles, workers, expect, target):
+    declared(target, *REVISION_INPUTS)
     found, res = profiles
     s = expect.settings
     revision = expected_revision(s, expect.image)
@@ -57,6 +59,7 @@ def test_profile_matches_the_declared_deployment(profiles, workers, expect):
 def test_profile_path_is_the_environments_own_entries_in_order(profiles, target, workers, expect):
     found, res = profiles
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    declared(target, MODE)
     for node, rt in records.items():
         files = found.get(node, {})
         requirement(
@@ -75,6 +78,7 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
     found, res = profiles
     allow = expect.settings.worker_env_exports
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    declared(target, MODE, EXPORTS)
     for node, rt in records.items():
         lines = found.get(node, {}).get("exports", [])
         got = dict(line.partition("=")[::2] for line in lines)

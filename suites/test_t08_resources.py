@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from pytest_slurmflox.declared import CPUS, MEM
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
@@ -28,7 +29,7 @@ REFUSED = "Requested node configuration is not available"
 
 
 def test_advertised_capacity_equals_declared(slurm, workers, expect, target):
-    declared(target, "WORKER_CPUS", "WORKER_MEM_MB")
+    declared(target, CPUS, MEM)
     nodes = {n.name: n for n in slurm.nodes()}
     s = expect.settings
     for name in workers:
@@ -47,7 +48,7 @@ def test_advertised_capacity_equals_declared(slurm, workers, expect, target):
 
 
 def test_whole_worker_request_gets_every_declared_cpu(submit, expect, target):
-    declared(target, "WORKER_CPUS")
+    declared(target, CPUS)
     cpus = expect.settings.worker_cpus
     mark = Mark.new()
     res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c " + shlex.quote(mark.echo("cpus=$SLURM_CPUS_ON_NODE")))
@@ -56,7 +57,7 @@ def test_whole_worker_request_gets_every_declared_cpu(submit, expect, target):
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])
 def test_request_beyond_a_worker_is_refused_for_that_reason(submit, expect, resource, target):
-    declared(target, "WORKER_CPUS" if resource == "cpus" else "WORKER_MEM_MB")
+    declared(target, CPUS if resource == "cpus" else MEM)
     s = expect.settings
     ask = f"-c{s.worker_cpus + 1}" if resource == "cpus" else f"--mem={s.worker_mem_mb + 1}"
     res = submit.srun(f"-N1 -n1 {ask} --immediate=5", "true", timeout=job_timeout(5))
@@ -80,13 +81,13 @@ def _cpu_list(text: str) -> set[int]:
 
 #: In a one-CPU task: the allowed CPUs, the node's online CPUs, and for each online CPU whether the kernel lets the
 #: task move there (taskset exits non-zero when the cpuset does not contain that CPU).
+#: The online CPUs are read from /proc/stat once (a grep per possible CPU number, 1024 forks, took 10-14 s).
 _BINDING_PROBE = r"""
 command -v taskset >/dev/null || { echo "no-taskset"; exit 0; }
 echo "allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo "online=$(cat /sys/devices/system/cpu/online)"
 echo "slurm=$SLURM_CPUS_ON_NODE"
-for c in $(seq 0 1023); do
-    grep -qw "cpu$c" /proc/stat 2>/dev/null || continue
+for c in $(sed -n 's/^cpu\([0-9][0-9]*\) .*/\1/p' /proc/stat); do
     if taskset -c "$c" true 2>/dev/null; then echo "runs-on=$c"; else echo "refused=$c"; fi
 done
 """

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from ._support import Mark, _q, requirement
+from pytest_slurmflox.declared import HOME
+
+from ._support import Mark, _q, declared, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T9]
 
 
 @pytest.fixture
-def shared_home(expect):
+def shared_home(expect, target):
+    declared(target, HOME)
     if not expect.settings.worker_home_path:
         pytest.skip("missing capability shared-home: WORKER_HOME_PATH is empty, workers mount no shared home")
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.declared import REPLICAS, REVISION, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_revision
 
-from ._support import read_profiles, require, requirement
+from ._support import declared, read_profiles, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
 
@@ -25,7 +26,8 @@ def revision(expect) -> str:
     return expected_revision(expect.settings, expect.image)
 
 
-def test_declared_revision_is_the_one_the_settings_compute(expect, revision):
+def test_declared_revision_is_the_one_the_settings_compute(expect, revision, target):
+    declared(target, REVISION, *REVISION_INPUTS)
     requirement(
         expect.revision == revision,
         "the target file's revision is the one its settings and image compute",
@@ -33,7 +35,8 @@ def test_declared_revision_is_the_one_the_settings_compute(expect, revision):
     )
 
 
-def test_every_task_profile_reports_the_expected_revision(submit, workers, revision):
+def test_every_task_profile_reports_the_expected_revision(submit, workers, revision, target):
+    declared(target, *REVISION_INPUTS)
     profiles, res = read_profiles(submit, workers)
     for node in workers:
         got = profiles.get(node, {}).get("revision")
@@ -42,6 +45,7 @@ def test_every_task_profile_reports_the_expected_revision(submit, workers, revis
 
 def test_every_worker_record_carries_the_expected_revision(target, expect, workers, revision):
     require(target, "worker-pool")
+    declared(target, *REVISION_INPUTS, REPLICAS)
     pool = target.pool
     requirement(
         pool.desired_revision() == revision,

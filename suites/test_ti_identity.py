@@ -15,7 +15,9 @@ import re
 
 import pytest
 
-from ._support import Mark, _q, on_each, per_node, requirement
+from pytest_slurmflox.declared import HOME, IDENTITY
+
+from ._support import Mark, _q, declared, on_each, per_node, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -25,6 +27,7 @@ def _id_fields(text: str) -> dict[str, str]:
 
 
 def test_task_identity_matches_the_login_identity(submit, workers, login, target):
+    declared(target, *IDENTITY)
     at_login = login.run("id").check()
     res = on_each(submit, workers, "id")
     seen = per_node(res)
@@ -55,13 +58,27 @@ def test_task_identity_matches_the_login_identity(submit, workers, login, target
 
 
 def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
-    user = login.run("id -un").check().stdout.strip()
-    res = on_each(submit, workers, f"grep -c '^{user}:' /etc/passwd || true")
-    counts = {count for texts in per_node(res).values() for count in texts}
-    requirement(res.ok and counts == {"0"}, f"no worker has {user} in /etc/passwd (identity comes from Slurm)", res)
+    """No worker's /etc/passwd holds the user's name or the user's uid (a baked-in image account that collides
+    with the site's uid is a local account for that user too: files and processes would carry its name outside
+    Slurm's tasks). The name and uid are the login endpoint's; every worker is checked and each offender named."""
+    user, uid = login.run("id -un && id -u").check().stdout.split()[-2:]
+    # awk prints each /etc/passwd entry that names the user or holds the uid; "checked" proves the node answered
+    script = f"awk -F: -v u={_q(user)} -v i={_q(uid)} '$1 == u || $3 == i' /etc/passwd && echo checked"
+    res = on_each(submit, workers, script)
+    seen = per_node(res)
+    offenders = {node: [e for e in lines if e != "checked"] for node, lines in sorted(seen.items())}
+    offenders = {node: entries for node, entries in offenders.items() if entries}
+    answered = {node for node, lines in seen.items() if "checked" in lines}
+    requirement(
+        res.ok and answered == set(workers) and not offenders,
+        f"no worker has an /etc/passwd entry named {user} or with uid {uid} (identity comes from Slurm); "
+        + "; ".join(f"{node} has {entries}" for node, entries in offenders.items()),
+        res,
+    )
 
 
 def test_shared_home_files_owned_correctly(submit, workers, login, expect, target, run_id):
+    declared(target, HOME, *IDENTITY)
     if not expect.settings.worker_home_path:
         pytest.skip("missing capability shared-home: WORKER_HOME_PATH is empty")
     ident = target.spec.identity

@@ -11,6 +11,7 @@ Where the expectations come from (never from the task profile the worker wrote):
 
 - the submit-side environment: captured on the login endpoint in the same shell, just before submitting;
 - export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
+  ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
 - the environment's PATH entries, the executables in them and the values its activation defines: the runtime
   provider's record of the realized generation, read through the worker pool on the host.
@@ -18,8 +19,11 @@ Where the expectations come from (never from the task profile the worker wrote):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
+from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import task_env_problems
 from pytest_slurmflox.waits import job_timeout
 
@@ -27,6 +31,7 @@ from ._support import (
     ENVIRON_PROBE,
     SUBMIT_PROBE,
     _q,
+    declared,
     environs,
     on_each,
     per_node,
@@ -47,14 +52,32 @@ def _export_arg(mode: str) -> str:
     return f"--export={SUBMIT_VAR}" if mode == "VARLIST" else f"--export={mode}"
 
 
-def _skip_unsupported(mode: str, target) -> None:
+#: ``--export=NIL`` is new in Slurm 23.02. An older srun/sbatch accepts it and reads NIL as a variable list naming one
+#: variable, NIL (measured on Debian bookworm's 22.05.8), so what a user of that
+#: Slurm gets from ``--export=NIL`` is that variable list's environment: nothing from the submit side.
+NIL_SINCE = (23, 2)
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """What ``--export=<mode>`` means on the cluster under test, decided by the version it reports."""
+
+    mode: str  #: the export semantics the expectation is computed with (expectations.passes_through)
+    varlist: tuple[str, ...]
+    label: str  #: how the evidence names it
+
+
+def _semantics(mode: str, target) -> Semantics:
     if mode == "NIL":
         version = target.slurm.version()
-        if slurm_version_tuple(version) < (23, 2):
-            pytest.skip(f"missing capability export-NIL: Slurm {version} has no --export=NIL (23.02 and later)")
+        if slurm_version_tuple(version) < NIL_SINCE:
+            label = f"NIL, which Slurm {version} (sinfo --version; NIL is 23.02+) reads as the variable list NIL"
+            return Semantics("VARLIST", ("NIL",), label)
+    return Semantics(mode, (SUBMIT_VAR,), mode)
 
 
-def _judge(kind: str, mode: str, found: dict, workers, records, expect, *evidence) -> None:
+def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, *evidence) -> None:
+    mode = sem.label
     submit_env = found.get("SUBMIT")
     requirement(submit_env is not None, f"[{kind} {mode}] the submit-side environment was captured", *evidence)
     s = expect.settings
@@ -64,11 +87,11 @@ def _judge(kind: str, mode: str, found: dict, workers, records, expect, *evidenc
         problems = task_env_problems(
             task,
             submit_env,
-            mode=mode,
+            mode=sem.mode,
             precedence=s.worker_path_precedence,
             allow_list=s.worker_env_exports,
             runtime=records[node],
-            varlist=(SUBMIT_VAR,),
+            varlist=sem.varlist,
         )
         requirement(
             not problems,
@@ -80,12 +103,15 @@ def _judge(kind: str, mode: str, found: dict, workers, records, expect, *evidenc
 
 @pytest.fixture(scope="module")
 def records(target, workers, expect):
-    return runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    found = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+    declared(target, MODE)  # after the capability: a target without a runtime record SKIPs naming that
+    return found
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_srun_task_environment(mode, submit, target, workers, records, expect):
-    _skip_unsupported(mode, target)
+    declared(target, PRECEDENCE, EXPORTS)
+    sem = _semantics(mode, target)
     n = len(workers)
     line = (
         f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}"
@@ -93,13 +119,14 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect):
         f"-w {','.join(workers)} {_export_arg(mode)} /bin/bash -c {_q(ENVIRON_PROBE)}"
     )
     res = submit.login.run(line, timeout=job_timeout())  # one step, one task per worker
-    requirement(res.ok, f"[srun {mode}] the step ran on every worker", res)
-    _judge("srun", mode, environs(res.stdout), workers, records, expect, res)
+    requirement(res.ok, f"[srun {sem.label}] the step ran on every worker", res)
+    _judge("srun", sem, environs(res.stdout), workers, records, expect, res)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sbatch_task_environment(mode, submit, target, workers, records, expect):
-    _skip_unsupported(mode, target)
+    declared(target, PRECEDENCE, EXPORTS)
+    sem = _semantics(mode, target)
     script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
     submit.login.run(f"mkdir -p {submit.outdir}").check()
     path = f"{submit.outdir}/tp-{mode}.sh"
@@ -120,12 +147,13 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect)
     found = environs(res.stdout)
     for out in outputs:
         found.update(environs(out.stdout))
-    _judge("sbatch", mode, found, workers, records, expect, res, *outputs)
+    _judge("sbatch", sem, found, workers, records, expect, res, *outputs)
 
 
-def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect):
+def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect, target):
     """For every executable the provider recorded in the environment's PATH entries that the base image also has,
     ``command -v`` in a task resolves to the copy the policy picks, on every worker."""
+    declared(target, PRECEDENCE)
     scripts = []
     for node, rt in records.items():
         pairs = " ".join(f"{_q(entry)}/{_q(name)}" for entry, names in rt.bin_entries.items() for name in names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -10,6 +11,39 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+
+#: The groups the default acceptance must PASS on a local cluster (trixie's run, tests/test_acceptance_local.py, and
+#: bookworm's, tests/test_bookworm_local.py, assert the same list).
+LOCAL_MUST_PASS = (
+    "test_t03_task_profile",
+    "test_t05_interactive",
+    "test_t06_mpi",
+    "test_t07_policy",
+    "test_t08_resources",
+    "test_t09_storage_login",
+    "test_ti_identity",
+    "test_tp_provenance",
+    "test_tf_failure_isolation",
+    "test_t11_revision",
+    "test_td_directory",
+    "test_ta_accounting",
+    "test_tr_rest",
+)
+#: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
+LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
+#: The groups whose sign-off verdict is PASS on a local cluster (the others need Kubernetes or the Flox shim somewhere).
+LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF", "TD", "TA", "TR"})
+
+
+def group_verdicts(output: str) -> dict[str, str]:
+    """The sign-off summary's verdict per group (``*T3    PASS  pass 4 ...``), from a run's terminal output."""
+    found = re.findall(r"^\*?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN)\s+pass\b", output, re.M)
+    return dict(found)
+
+
+def passed_groups(passed: list[str]) -> set[str]:
+    """The groups (suite modules) with at least one PASSED check."""
+    return {name.split("::", 1)[0] for name in passed}
 
 
 def free_port() -> int:

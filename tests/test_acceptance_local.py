@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import Run, destroy, private_deployment, run_pytest
+from acceptance_helpers import (
+    LOCAL_MISSING_CAPABILITIES,
+    LOCAL_MUST_PASS,
+    LOCAL_PASS_GROUPS,
+    Run,
+    destroy,
+    group_verdicts,
+    private_deployment,
+    run_pytest,
+)
 
 from pytest_slurmflox.concurrency import AUTO_WORKERS
 
@@ -45,24 +54,13 @@ def test_acceptance_run_passes_everything_it_can_and_skips_the_rest_with_reasons
     for name, message in skipped.items():
         assert "missing capability" in message, (name, message)
     # Only what needs Kubernetes or the Flox shim may skip on the local substrate.
-    kube_only = {"kubernetes", "flox-shim"}
     for name, message in skipped.items():
-        assert any(f"missing capability {cap}" in message for cap in kube_only), (name, message)
-    must_pass = [
-        "test_t03_task_profile",
-        "test_t05_interactive",
-        "test_t06_mpi",
-        "test_t07_policy",
-        "test_t08_resources",
-        "test_t09_storage_login",
-        "test_ti_identity",
-        "test_tp_provenance",
-        "test_tf_failure_isolation",
-        "test_t11_revision",
-    ]
+        assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
     passed = run.outcomes("passed")
-    for module in must_pass:
+    for module in LOCAL_MUST_PASS:
         assert any(p.startswith(module + "::") for p in passed), (module, passed)
+    verdicts = group_verdicts(run.output)
+    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
     print(f"PASSED {len(passed)}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
 
 

@@ -129,3 +129,60 @@ def test_a_customer_target_without_worker_cpus_gives_t8_not_run_naming_the_key(d
     for name, (outcome, message) in cpus.items():
         assert outcome == "skipped" and "not run:" in message and "WORKER_CPUS" in message, (name, message)
     assert "NOT RUN" in run.output and "T8" in run.output, run.output[-3000:]
+
+
+def _customer_target(home, workdir, name: str, **sections) -> str:
+    """The local deployment's target file rewritten as a customer's (substrate existing, no deployment), its
+    ``expect``, ``identity`` and ``slurm`` sections replaced by ``sections`` (None: left out)."""
+    import yaml
+
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc.update(substrate="existing", name=name)
+    for key in ("deployment", "workdir", "expect", "identity", "slurm"):
+        doc.pop(key, None)
+    doc.update({key: value for key, value in sections.items() if value is not None})
+    path = home / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return f"--slurmflox-target={path}"
+
+
+def _group_verdict(output: str, group: str) -> str:
+    import re
+
+    found = re.search(rf"^\*?{group}\s+(PASS|FAIL|SKIP|NOT RUN)\b", output, re.MULTILINE)
+    return found.group(1) if found else "?"
+
+
+def test_a_customer_target_that_declares_nothing_gets_not_run_never_a_default(deployment):
+    """Issue 17, every group: a customer target naming its partition but no expectation. The checks that compare
+    with a declared value are NOT RUN naming the key (none PASSes against a reference default), the run starts with
+    the one message listing the missing keys per group; and without the partition the cohort pre-flight makes every
+    check NOT RUN naming slurm.partition."""
+    from pytest_slurmflox.declared import HOME, IDENTITY, REVISION_INPUTS
+
+    home, workdir, common = deployment
+    bare = _customer_target(home, workdir, "bare", slurm={"partition": "all"})
+    run = run_pytest(home, bare, "-m", "T2 or T3 or T9 or T11 or TI", *common)
+    assert "does not declare what these groups compare with" in run.output, run.output[-3000:]
+    for group in ("T2", "T3", "T9", "T11", "TI"):
+        assert _group_verdict(run.output, group) == "NOT RUN", (group, run.output[-3000:])
+    not_run = {name: message for name, (outcome, message) in run.cases.items() if "not run:" in message}
+    named = {
+        "test_pinned_reference_is_declared_with_a_generation": "expect.settings.WORKER_FLOX_ENV",
+        "test_profile_matches_the_declared_deployment": REVISION_INPUTS[0],
+        "test_write_on_one_worker_read_on_another_and_at_login": HOME,
+        "test_declared_revision_is_the_one_the_settings_compute": "expect.revision",
+        "test_every_task_profile_reports_the_expected_revision": REVISION_INPUTS[0],
+        "test_task_identity_matches_the_login_identity": IDENTITY[0],
+        "test_shared_home_files_owned_correctly": HOME,
+    }
+    for check, key in named.items():
+        message = next((m for n, m in not_run.items() if n.endswith("::" + check)), None)
+        assert message is not None and key in message, (check, key, sorted(run.cases))
+    unpartitioned = _customer_target(home, workdir, "nopartition", slurm={"version": "any"})
+    run = run_pytest(home, unpartitioned, "-m", "T5", *common)
+    assert run.cases and all(
+        outcome == "skipped" and "not run:" in message and "slurm.partition" in message
+        for outcome, message in run.cases.values()
+    ), run.cases
+    assert _group_verdict(run.output, "T5") == "NOT RUN", run.output[-3000:]

@@ -269,12 +269,30 @@ def test_dpkg_lock_is_waited_for_not_failed(tmp_path):
         holder2.wait()
 
 
-def test_suite_without_sackd_is_refused_before_building(tmp_path):
+def test_suite_without_a_recipe_is_refused_before_building(tmp_path):
     from pytest_slurmflox.substrates.local import image
 
-    with pytest.raises(SubstrateUnavailable, match="bookworm"):
-        image.ensure_image("bookworm", "http://mirror.invalid/debian", lambda _l: None, cache=tmp_path)
+    with pytest.raises(SubstrateUnavailable, match="bullseye"):
+        image.ensure_image("bullseye", "http://mirror.invalid/debian", lambda _l: None, cache=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_bookworm_image_has_no_sackd_and_its_cluster_authenticates_with_munge():
+    """22.05 has neither sackd nor auth/slurm (both 23.11): bookworm's recipe leaves sackd out, checks munged
+    instead, and its cluster runs auth/munge; trixie's recipe text is what it was (its cached image stays valid)."""
+    from pytest_slurmflox.substrates.local import image
+
+    assert "sackd" not in image.node_packages("bookworm") and "munge" in image.node_packages("bookworm")
+    assert "sackd" in image.node_packages("trixie") and "nix-bin" in image.node_packages("bookworm")
+    assert image.node_customize("trixie") == image.NODE_CUSTOMIZE
+    assert "command -v munged" in image.node_customize("bookworm")
+    assert "sackd" not in image.node_customize("bookworm")
+    assert (image.suite_auth("bookworm"), image.suite_auth("trixie"), image.suite_auth("sid")) == (
+        "munge",
+        "slurm",
+        "slurm",
+    )
+    assert image.recipe_key("bookworm") != image.recipe_key("trixie")
 
 
 @pytest.mark.parametrize(

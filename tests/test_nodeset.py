@@ -44,11 +44,16 @@ def test_the_reconciler_calls_only_methods_of_the_pool_contract():
 
 #: Methods of a substrate's own throwaway workers: called only by checks that require capability isolated-worker.
 ISOLATED_METHODS = {"start_isolated_worker", "stop_isolated_worker", "phase", "isolated"}
+#: Restarting the cluster's services (TAR, #13): called only by checks that require capability service-restart.
+SERVICE_METHODS = {"restart_service"}
+#: Root on the Kubernetes nodes (our qemu deployment): called only by checks that require capability node-admin.
+NODE_ADMIN_METHODS = {"containerd_config"}
 
 
 def test_read_only_consumers_call_only_methods_of_the_view():
     """A suite may call the view's methods; a pool's methods only where the module requires ``worker-owner``; the
-    isolated-worker methods only where it requires ``isolated-worker``. Anything else would crash (not SKIP) on a
+    isolated-worker methods only where it requires ``isolated-worker``, containerd_config only where it requires
+    ``node-admin``. Anything else would crash (not SKIP) on a
     customer's read-only NodeSet view."""
     used: set[str] = set()
     for path in [*sorted((ROOT / "suites").glob("*.py")), PKG / "report.py"]:
@@ -59,9 +64,30 @@ def test_read_only_consumers_call_only_methods_of_the_view():
             allowed |= POOL_METHODS
         if 'require(target, "isolated-worker")' in source:
             allowed |= ISOLATED_METHODS
+        if 'require(target, "service-restart")' in source:
+            allowed |= SERVICE_METHODS
+        if 'require(target, "node-admin")' in source:
+            allowed |= NODE_ADMIN_METHODS
         assert calls <= allowed, f"{path.name} calls {sorted(calls - allowed)} that a customer's read-only view lacks"
         used |= calls
     assert used, "no suite reads the pool any more: this test reads the wrong thing"
+
+
+def test_node_admin_is_a_capability_only_where_the_pool_reaches_the_nodes():
+    """T1's node containerd check needs root on the Kubernetes nodes: our qemu pool has it; a customer's read-only
+    view and the local pool (no Kubernetes nodes) do not, so their targets report node-admin missing, with why."""
+    from pytest_slurmflox.connection import _probe_pool
+
+    assert callable(getattr(NodeSetPool, "containerd_config", None))
+    assert not hasattr(NodeSetView, "containerd_config") and not hasattr(LocalWorkerPool, "containerd_config")
+    for pool in (None, object.__new__(LocalWorkerPool)):
+        caps: set[str] = set()
+        missing: dict[str, str] = {}
+        _probe_pool(pool, caps, missing)
+        assert "node-admin" not in caps and missing["node-admin"], (pool, missing)
+    caps, missing = set(), {}
+    _probe_pool(object.__new__(NodeSetPool), caps, missing)
+    assert "node-admin" in caps and "node-admin" not in missing
 
 
 @pytest.mark.parametrize("cls", [NodeSetPool, LocalWorkerPool], ids=lambda c: c.__name__)

@@ -45,12 +45,21 @@ def test_report_header_shows_target_and_revision(pytester: pytest.Pytester, tmp_
         "expect: {settings: {WORKER_FLOX_GENERATION: '17', WORKER_FLOX_ENV: myorg/hpc}}\n"
     )
     result = pytester.runpytest(f"--slurmflox-target={target}", "-m", "not acceptance")
+    # a customer's target declaring only the environment: no revision is made up from the reference's defaults, and
+    # the header names what each group misses (issue 17)
     result.stdout.fnmatch_lines(
         [
             f"slurmflox: target {target} (--slurmflox-target), substrate existing",
-            "slurmflox: expected runtime revision sha256:* (myorg/hpc:17, ghcr.io/slinkyproject/slurmd:*@sha256:*)",
+            "slurmflox: expected runtime revision: not declared by the target file",
+            "slurmflox: target 'site-a' does not declare what these groups compare with*"
+            "T8: slurm.partition, expect.settings.WORKER_CPUS, expect.settings.WORKER_MEM_MB;*",
         ]
     )
+    revision = "sha256:" + "1" * 64
+    declared = target.read_text().replace("expect: {settings:", f"expect: {{revision: '{revision}', settings:")
+    target.write_text(declared)
+    result = pytester.runpytest(f"--slurmflox-target={target}", "-m", "not acceptance")
+    result.stdout.fnmatch_lines([f"slurmflox: expected runtime revision {revision} (myorg/hpc:17, *)"])
 
 
 def test_header_without_target_shows_revision_of_current_settings(pytester: pytest.Pytester, monkeypatch):

@@ -25,12 +25,19 @@ import pytest
 import tomllib
 from filelock import FileLock
 
-from pytest_slurmflox.substrates.qemu.containerd import check_flox_runtime, go_path_match
+from pytest_slurmflox.run import Result
+from pytest_slurmflox.substrates.qemu.containerd import (
+    FLOX_RUNTIME_HANDLER,
+    FLOX_SHIM_PATH,
+    check_flox_runtime,
+    go_path_match,
+    node_problems,
+)
 from pytest_slurmflox.substrates.qemu.testimage import host_debian_mirror
 
 CACHE = Path(os.environ.get("SLURMFLOX_CONTAINERD_CACHE", "/var/cache/slurmflox/containerd"))
 SUITE = "trixie"
-SHIM = "/usr/local/bin/containerd-shim-flox-v2"
+SHIM = "/usr/local/bin/containerd-shim-flox-v2"  #: floxdocs' literal, not our constant
 V2 = ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")
 
 #: What the Flox shim installer appends for a version-2 config (floxdocs docs/k8s/install/self-managed.md,
@@ -172,6 +179,26 @@ def test_the_old_grep_missed_the_correct_configuration(containerd, tmp_path):
     )
     assert old.returncode != 0, "the old grep would have found it: the premise of the replacement is wrong"
     assert check_flox_runtime(text, "flox", SHIM).ok
+
+
+def _dumped(binary: Path, config: Path, host: str = "node2") -> Result:
+    proc = subprocess.run([str(binary), "-c", str(config), "config", "dump"], capture_output=True, text=True)
+    return Result("containerd config dump", host, "root", proc.returncode, proc.stdout, proc.stderr, 0.0)
+
+
+def test_t1s_node_check_accepts_the_installer_registration_and_names_the_node_otherwise(containerd, tmp_path):
+    """T1 (suites/test_t01_flox_shim.py) judges each node's dump with :func:`node_problems`: our handler and shim
+    constants are upstream's literals, a correct node passes, a wrong runtime_type and a failed dump name the node."""
+    assert (FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH) == ("flox", SHIM)
+    good = tmp_path / "good.toml"
+    good.write_text(node_prep_config(containerd) + INSTALLER_TABLE)
+    assert node_problems("node2", _dumped(containerd, good)) == []
+    bad = tmp_path / "bad.toml"
+    bad.write_text(node_prep_config(containerd) + INSTALLER_TABLE.replace(SHIM, "/usr/bin/containerd-shim-runc-v2"))
+    problems = node_problems("node3", _dumped(containerd, bad, "node3"))
+    assert problems and all(p.startswith("node3: ") for p in problems) and "runtime_path" in problems[0], problems
+    missing = _dumped(containerd, tmp_path / "absent.toml", "node4")
+    assert not missing.ok and node_problems("node4", missing)[0] == "node4: containerd config dump failed"
 
 
 # ------------------------------------------------------------------------------------------ broken variants

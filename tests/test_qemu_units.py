@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,11 @@ def bash_process(tmp_path):
     marker = str(tmp_path / "disk.qcow2")
     # two commands, so bash stays the process (a single command would be exec'ed in place of bash)
     proc = subprocess.Popen(["bash", "-c", "sleep 300; :", marker], start_new_session=True)
+    # Popen returns once the child is forked, maybe before it has exec'ed bash: wait for the exec (bounded)
+    comm = Path(f"/proc/{proc.pid}/comm")
+    deadline = time.monotonic() + 10
+    while comm.read_text().strip() != "bash" and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc, marker
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # bash and its sleep: the group we started

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
-from pytest_slurmflox.groups import REQUIRED_GROUPS
+from pytest_slurmflox.groups import CAPABILITY_GROUPS, REQUIRED_GROUPS
 from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
 from pytest_slurmflox.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
@@ -180,8 +180,27 @@ def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
     ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "every_group")
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
-    assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g != "TW"]
+    # TD, TA and TR check services this target file does not declare (directory, accounting, rest): they run,
+    # but are not required
+    not_required = {"TW", *CAPABILITY_GROUPS}
+    assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g not in not_required]
+    assert not any(g["required"] for g in evidence["groups"] if g["group"] in CAPABILITY_GROUPS)
     assert validate_evidence(paths.evidence) == []
+
+
+def test_a_declared_service_group_is_required():
+    """#13: a target that declares a directory needs TD to PASS; one that does not, does not."""
+    from pytest_slurmflox.signoff import required_for
+    from pytest_slurmflox.target import parse_target
+
+    doc = {"login": {"host": "h", "user": "u", "key": "/k"}}
+    assert "TD" not in required_for(parse_target(doc))
+    doc["directory"] = {"uri": "ldap://ldap.example/", "base": "dc=example", "user": "u", "groups": ["hpc"]}
+    assert "TD" in required_for(parse_target(doc))
+    assert "TA" not in required_for(parse_target(doc))
+    doc["accounting"] = {"account": "hpc"}
+    assert "TA" in required_for(parse_target(doc))
+    assert "TD" in required_for(None)  # an unreadable target signs nothing off without it
 
 
 def test_a_required_group_left_out_by_k_is_not_run_and_blocks_signoff(pytester, site):

@@ -27,7 +27,8 @@ from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import apt, cgroups, image, runtime, scripts, sitenoise, slurmconf
+from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
+from .accounting import DB
 from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -40,8 +41,6 @@ CTL, LOGIN = "ctl", "login"
 #: cohort's WORKER_MEM_MB/WORKER_CPUS, because a lifecycle revision changes those without restarting slurmctld; a
 #: worker with less than this per CPU runs whole-worker jobs only when they name their memory.
 DEF_MEM_PER_CPU_MB = 256
-#: Cluster authentication (see slurmconf.ClusterConf.auth for why auth/slurm is the default).
-AUTH = "slurm"
 
 
 def cluster_prefix(workdir: Path) -> str:
@@ -80,6 +79,9 @@ class LocalCluster:
         self.fabric = Fabric(self.prefix)
         self._image: image.NodeImage | None = None
         self._locked = False
+        #: RPC authentication: auth/slurm where the suite's Slurm has it (sackd, 23.11+), else auth/munge with the
+        #: test account on the controller (image.SUITE_AUTH; slurmconf.ClusterConf.auth says why).
+        self.auth = image.suite_auth(settings.local_suite) if settings.local_suite in image.SUITE_AUTH else "slurm"
 
     # ------------------------------------------------------------------------------------------ lock
     @contextlib.contextmanager
@@ -150,6 +152,8 @@ class LocalCluster:
             return address_for(2)
         if name == LOGIN:
             return address_for(3)
+        if name == DB:
+            return accounting.db_address()
         if name.startswith("worker") and name[6:].isdigit():
             return address_for(9 + int(name[6:]))
         isolated = self.isolated_addresses()
@@ -161,12 +165,12 @@ class LocalCluster:
         """Nodes with a state dir (ctl, login, workers, isolated), in start order."""
         nodes_dir = self.local / "nodes"
         present = {p.name for p in nodes_dir.iterdir()} if nodes_dir.is_dir() else set()
-        order = [CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
+        order = [DB, CTL, *sorted((n for n in present if n.startswith("worker")), key=_worker_key), LOGIN]
         rest = sorted(present - set(order))
         return [n for n in order if n in present] + rest
 
     def node(self, name: str) -> Node:
-        role = CTL if name == CTL else LOGIN if name == LOGIN else "worker"
+        role = name if name in (CTL, LOGIN, DB) else "worker"
         return self.make_node(name, role, self.address(name))
 
     def node_runner(self, node: str, user: str = "root") -> NamespaceRunner:
@@ -196,11 +200,12 @@ class LocalCluster:
         memory = "memory" in support.usable
         return slurmconf.ClusterConf(
             *(CLUSTER_NAME, CTL, address_for(2)),
-            auth=AUTH,
+            auth=self.auth,
             proctrack=tracking,
             task_plugin=tasks,
             select_params="CR_CPU_Memory" if memory else "CR_CPU",
             def_mem_per_cpu=DEF_MEM_PER_CPU_MB if memory else None,
+            jobacct_gather=accounting.JOBACCT_GATHER,
             task_prolog=self.noise.task_prolog,
             prolog=self.noise.prolog,
             epilog=self.noise.epilog,
@@ -267,12 +272,12 @@ class LocalCluster:
             "STORE_DIR": str(self.store),
             "NIX_DIR": str(self.cache / "nix" / "nix"),
             "MUNGE_KEY": str(self.workdir.munge_key),
-            "AUTH": AUTH,
+            "AUTH": self.auth,
             "HOME_MOUNT": "/home",  # controller and login; a worker's boot env overrides it
         }
 
     def _write_hosts(self, extra: dict[str, str]) -> None:
-        names = [(CTL, address_for(2)), (LOGIN, address_for(3))]
+        names = [(CTL, address_for(2)), (LOGIN, address_for(3)), (DB, accounting.db_address())]
         names += [(w, self.address(w)) for w in self.worker_names(max(self.settings.compute_replicas, 1))]
         names += sorted(extra.items())
         text = slurmconf.render_hosts(names)
@@ -316,8 +321,30 @@ class LocalCluster:
                 proc.wait_gone(pid, 2)
 
     # ------------------------------------------------------------------------------------------ controller
+    @property
+    def acct_files(self) -> accounting.AccountingFiles:
+        return accounting.AccountingFiles(self.local / "accounting")
+
     def controller(self) -> Node:
-        return self.make_node(CTL, CTL, address_for(2))
+        """slurmctld, slurmrestd beside it, and the cluster's directory, through which it also resolves users
+        (directory.ctl_boot): auth/jwt and auth/munge look the user up there; no local account."""
+        boot = directory.ctl_boot(self.directory_files, self.settings)
+        boot |= {**accounting.controller_boot(self.settings), "JWT_KEY": str(self.acct_files.jwt_key)}
+        return self.make_node(CTL, CTL, address_for(2), boot)
+
+    @property
+    def directory_files(self) -> directory.DirectoryFiles:
+        return directory.DirectoryFiles(self.local / "ldap")
+
+    def db_node(self) -> Node:
+        """MariaDB and slurmdbd (#13)."""
+        return self.make_node(DB, DB, accounting.db_address(), self.acct_files.boot())
+
+    def wait_db(self, timeout: float = 90.0) -> None:
+        node = self.db_node()
+        phase = node.wait_phase("running", timeout)
+        if phase != "running":
+            raise SubstrateUnavailable(f"local: the accounting node did not start: {phase}; see {node.dir}")
 
     def wait_controller(self, timeout: float = 60.0) -> None:
         ctl = self.controller()

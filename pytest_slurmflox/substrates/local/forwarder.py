@@ -20,6 +20,9 @@ LOGIN = "login"
 
 
 class LoginForwarder:
+    #: the node, its address and the port inside its namespace; the file stem of the pid record and log
+    node, address, inner_port, stem = LOGIN, address_for(3), 22, "forward"
+
     def __init__(self, local: Path, fabric: Fabric, port: int) -> None:
         self.local = local
         self.fabric = fabric
@@ -27,14 +30,14 @@ class LoginForwarder:
 
     @property
     def pid_file(self) -> Path:
-        return self.local / "forward.pid.json"
+        return self.local / f"{self.stem}.pid.json"
 
     @property
     def log_file(self) -> Path:
-        return self.local / "forward.log"
+        return self.local / f"{self.stem}.log"
 
     def _markers(self) -> tuple[str, ...]:
-        return (str(self.local / "scripts" / "forward.py"), str(Fabric.ns_path(self.fabric.node_ns(LOGIN))))
+        return (str(self.local / "scripts" / "forward.py"), str(Fabric.ns_path(self.fabric.node_ns(self.node))))
 
     def _ours_on_port(self) -> bool:
         rec = proc.PidRecord.read(self.pid_file)
@@ -53,9 +56,9 @@ class LoginForwarder:
             str(self.local / "scripts" / "forward.py"),
             "127.0.0.1",
             str(self.port),
-            str(Fabric.ns_path(self.fabric.node_ns(LOGIN))),
-            address_for(3),
-            "22",
+            str(Fabric.ns_path(self.fabric.node_ns(self.node))),
+            self.address,
+            str(self.inner_port),
         ]
         with self.log_file.open("ab") as log:
             popen = subprocess.Popen(
@@ -64,7 +67,7 @@ class LoginForwarder:
         exe = Path(f"/proc/{popen.pid}/exe").readlink().name
         self._wait_listening(popen)
         # the forwarder moved itself into the login namespace: record that namespace as its proof
-        rec = proc.record_for(popen.pid, exe, self._markers(), ns_inode(self.fabric.node_ns(LOGIN)))
+        rec = proc.record_for(popen.pid, exe, self._markers(), ns_inode(self.fabric.node_ns(self.node)))
         rec.write(self.pid_file)
 
     def _wait_listening(self, popen: subprocess.Popen[bytes]) -> None:
@@ -111,3 +114,30 @@ class LoginForwarder:
                 return sock.recv(64).startswith(b"SSH-")
         except OSError:
             return False
+
+
+class RestForwarder(LoginForwarder):
+    """The same forwarder for slurmrestd in the controller's namespace (#13). Its loopback port is chosen once
+    (a free port, recorded in the state by the substrate) and kept across `up`s."""
+
+    node, address, inner_port, stem = "ctl", address_for(2), 6820, "rest-forward"
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def answers(self) -> bool:
+        """True once an HTTP server answers through the forwarder (any status: slurmrestd refuses tokenless
+        requests, which is an answer)."""
+        import httpx
+
+        try:
+            httpx.get(self.url() + "/openapi/v3", timeout=2)
+            return True
+        except httpx.HTTPError:
+            return False
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -7,8 +7,8 @@ Built with mmdebstrap from the mirror the host's apt names, in two stages:
    ``contribs/nss_slurm/libnss_slurm.c`` against the packaged libslurm (Debian does not package libnss_slurm,
    and ``LaunchParameters=enable_nss_slurm`` needs it to resolve names of users the worker has no account for),
    plus a tiny MPI program (``mpi-hello``);
-2. the *node* rootfs (Slurm daemons, client, sackd, munge, OpenMPI with PMIx, sshd) with those two artifacts
-   copied in, packed as a tar archive.
+2. the *node* rootfs (Slurm daemons, client, sackd where the suite has it, munge, OpenMPI with PMIx, sshd) with
+   those two artifacts copied in, packed as a tar archive.
 
 The archive's sha256 is the image identity (the local meaning of WORKER_IMAGE's digest). The cache key is
 derived from suite + package list + recipe text, so a recipe change builds a new image and an unchanged one is
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -36,15 +37,19 @@ Progress = Callable[[str], None]
 
 IMAGE_REPOSITORY = "slurmflox-node"
 DEFAULT_CACHE = Path("/var/cache/slurmflox")
-#: Suites whose Slurm has sackd and auth/slurm with AuthInfo=use_client_ids (bookworm's 22.05 has neither).
-SUPPORTED_SUITES = ("trixie", "sid")
+#: Suites the local substrate builds a node image for, and the RPC authentication each one's Slurm supports.
+#: trixie/sid ship Slurm 24.11 (sackd, auth/slurm with AuthInfo=use_client_ids, both from 23.11 on); bookworm ships
+#: 22.05, which has neither (measured: its slurm-wlm-basic-plugins has auth_munge.so only, and no sackd package):
+#: its cluster uses auth/munge, with the test account on the controller as well (sites with a directory service
+#: have it there), because slurmctld then resolves the submitting user itself.
+SUITE_AUTH = {"trixie": "slurm", "sid": "slurm", "bookworm": "munge"}
+SUPPORTED_SUITES = tuple(SUITE_AUTH)
 
 #: Packages of the node image (the order is irrelevant; the cache key uses the sorted list).
 NODE_PACKAGES = (
     "slurmctld",
     "slurmd",
     "slurm-client",
-    "sackd",
     "slurm-wlm-basic-plugins",
     "munge",
     "openmpi-bin",
@@ -59,7 +64,41 @@ NODE_PACKAGES = (
     "iproute2",
     "passwd",
     "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
+    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # #13 directory identity: slapd on ctl, nslcd on login
+    # #13: accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
+    # controller side); Debian's packages, started by node-init.sh like every other daemon (no systemd here)
+    "slurmdbd",
+    "mariadb-server",
+    "mariadb-client",
+    "slurmrestd",
+    "slurm-wlm-jwt-plugin",  # auth/jwt (AuthAltTypes): slurmctld and slurmdbd verify REST tokens with it
 )
+#: Packages only a suite whose Slurm authenticates RPCs with auth/slurm gets (sackd is new in 23.11).
+AUTH_SLURM_PACKAGES = ("sackd",)
+
+
+def node_packages(suite: str) -> tuple[str, ...]:
+    """The node image's packages for ``suite`` (sackd only where auth/slurm exists)."""
+    return NODE_PACKAGES + (AUTH_SLURM_PACKAGES if SUITE_AUTH.get(suite) == "slurm" else ())
+
+
+def node_customize(suite: str) -> str:
+    """NODE_CUSTOMIZE for ``suite``: without sackd in the image, the final check asks for munged instead.
+
+    (The trixie text stays byte-identical, so its recipe key and cached image are unchanged.)"""
+    if SUITE_AUTH.get(suite) == "slurm":
+        return NODE_CUSTOMIZE
+    return NODE_CUSTOMIZE.replace("command -v sackd'", "command -v munged'")
+
+
+def suite_auth(suite: str) -> str:
+    """``slurm`` or ``munge``: the cluster authentication the suite's Slurm supports (see SUITE_AUTH)."""
+    return SUITE_AUTH[suite]
+
+
+#: debconf answers given before the packages are installed: slapd makes no database of its own (the cluster's
+#: directory is configured and seeded at boot from the work dir, see directory.py).
+NODE_PRESEED = "slapd slapd/no_configuration boolean true\n"
 
 BUILDER_PACKAGES = (
     "build-essential",
@@ -133,6 +172,9 @@ root="$1"; art="$2"
 install -m 0644 "$art/libnss_slurm.so.2" "$root/usr/lib/x86_64-linux-gnu/libnss_slurm.so.2"
 install -m 0755 "$art/mpi-hello" "$root/usr/local/bin/mpi-hello"
 cp "$art/slurm-version" "$root/etc/slurmflox-slurm-version"
+# #13: no node resolves through LDAP unless its boot says so (the login node does); nslcd.conf is written at boot.
+sed -i -E '/^(passwd|group|shadow):/ s/[[:space:]]+ldap//g' "$root/etc/nsswitch.conf"
+rm -f "$root/etc/nslcd.conf"
 # nss_slurm answers passwd/group lookups for users of running steps (no account on the worker needed).
 sed -i -E 's/^(passwd|group):([[:space:]]+)files/\1:\2slurm files/' "$root/etc/nsswitch.conf"
 grep -Eq '^passwd:.*slurm' "$root/etc/nsswitch.conf"
@@ -151,6 +193,8 @@ if chroot "$root" ldd /usr/lib/x86_64-linux-gnu/libnss_slurm.so.2 | grep -q "not
     exit 1
 fi
 chroot "$root" sh -c 'command -v mpicc && command -v gcc && command -v slurmd && command -v sackd' >/dev/null
+chroot "$root" sh -c 'command -v slurmdbd && command -v slurmrestd && command -v mariadbd' >/dev/null
+test -e "$root/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"
 """
 
 
@@ -179,9 +223,9 @@ def recipe_key(suite: str) -> str:
     """What decides the image content we ask for: suite, packages, build scripts."""
     doc = {
         "suite": suite,
-        "node": sorted(NODE_PACKAGES),
+        "node": sorted(node_packages(suite)),
         "builder": sorted(BUILDER_PACKAGES),
-        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, NODE_CUSTOMIZE],
+        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, node_customize(suite), NODE_PRESEED],
         "format": 1,
     }
     raw = json.dumps(doc, sort_keys=True).encode()
@@ -210,8 +254,8 @@ def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None
     """The node image for ``suite``: reuse the cache or build it (several minutes, with progress)."""
     if suite not in SUPPORTED_SUITES:
         raise SubstrateUnavailable(
-            f"image: suite {suite!r} ships a Slurm without sackd/auth-slurm client identities (needs >= 23.11); "
-            f"the local substrate supports {', '.join(SUPPORTED_SUITES)}"
+            f"image: the local substrate has no node image recipe for suite {suite!r}; "
+            f"it supports {', '.join(SUPPORTED_SUITES)}"
         )
     cache = cache or cache_root()
     base = cache / "images" / f"{suite}-{recipe_key(suite)}"
@@ -328,15 +372,17 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
 def _build_node_archive(
     suite: str, mirror: str, artifacts: Path, archive: Path, work: Path, progress: Progress
 ) -> None:
-    (work / "customize.sh").write_text(NODE_CUSTOMIZE)
+    (work / "customize.sh").write_text(node_customize(suite))
     libslurm = (artifacts / "libslurm-package").read_text().strip()
     argv = [
         *_common_args(suite),
-        "--include=" + ",".join((*NODE_PACKAGES, libslurm)),
+        "--include=" + ",".join((*node_packages(suite), libslurm)),
+        f'--essential-hook=printf {shlex.quote(NODE_PRESEED)} | chroot "$1" debconf-set-selections',
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),
         f"deb {mirror} {suite} main",
     ]
-    progress("image: stage 2/2: node rootfs (slurmctld, slurmd, sackd, munge, openmpi+pmix, sshd)")
+    daemons = "slurmctld, slurmd, sackd" if suite_auth(suite) == "slurm" else "slurmctld, slurmd"
+    progress(f"image: stage 2/2: node rootfs ({daemons}, munge, openmpi+pmix, sshd)")
     _mmdebstrap(argv, work / "node.log", progress, "node")

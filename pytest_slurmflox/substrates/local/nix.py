@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,10 @@ builtins.derivation {
 """
 
 
+#: (store root, reference, definition digest) -> store path realized by this process (see NixStore.realize).
+_REALIZED: dict[tuple[str, str, str], str] = {}
+
+
 class NixError(RuntimeError):
     """A Nix command failed; the message carries its stderr."""
 
@@ -55,14 +60,27 @@ class NixStore:
 
     root: Path
     envs_root: Path = ENVS_ROOT
+    #: The deployment whose profiles this handle writes (the local cluster prefix): two clusters on one machine
+    #: share the store but never a profile.
+    deployment: str = "default"
 
     @property
     def nix_dir(self) -> Path:
         return self.root / "nix"
 
+    @property
+    def profiles_dir(self) -> Path:
+        """Host path of this deployment's profiles (``/nix/var/nix/profiles/workers/<deployment>`` in a node)."""
+        return self.nix_dir / "var/nix/profiles/workers" / self.deployment
+
     def profile(self, worker: str) -> str:
         """The profile (as seen under /nix) that pins ``worker``'s generation."""
-        return f"/nix/var/nix/profiles/workers/{worker}"
+        return f"/nix/var/nix/profiles/workers/{self.deployment}/{worker}"
+
+    def remove_profiles(self) -> None:
+        """Forget this deployment's profiles (destroy): the store paths they held become garbage for
+        ``nix-store --gc``; the store itself stays, like the image cache."""
+        shutil.rmtree(self.profiles_dir, ignore_errors=True)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run one Nix command with the store mounted on /nix in a private mount namespace."""
@@ -107,7 +125,16 @@ class NixStore:
         return self.run("nix-store", "-q", "--outputs", drv).stdout.strip().splitlines()[-1]
 
     def realize(self, ref: str) -> str:
-        """Build ``ref`` (idempotent: Nix reuses a valid path) and keep it from the garbage collector."""
+        """Build ``ref`` (idempotent: Nix reuses a valid path) and keep it from the garbage collector.
+
+        A converge realizes the same generation for every worker: within one process, a generation already realized
+        from the same definition content whose path is still in the store is not asked of Nix again (a no-change
+        ``up`` must stay well under 2 s on a busy host)."""
+        src = definition_dir(EnvRef.parse(ref), self.envs_root)
+        key = (str(self.root), ref, runtime.content_digest(src))
+        known = _REALIZED.get(key)
+        if known is not None and (self.root / known.lstrip("/")).is_dir():
+            return known
         drv = self.instantiate(ref)
         root = f"/nix/var/nix/gcroots/slurmflox/{Path(drv).name.removesuffix('.drv')}"
         (self.nix_dir / "var/nix/gcroots/slurmflox").mkdir(parents=True, exist_ok=True)
@@ -115,7 +142,12 @@ class NixStore:
             self.run("nix-store", "-r", drv, "--add-root", root, "--indirect")
         except NixError as exc:
             raise RealizationError(f"{ref}: nix could not realize {drv}: {exc}") from None
-        return self.run("nix-store", "-q", "--outputs", drv).stdout.strip().splitlines()[-1]
+        try:  # the root Nix just wrote points at the output (one output: out)
+            path = os.readlink(self.root / root.lstrip("/"))
+        except OSError:
+            path = self.run("nix-store", "-q", "--outputs", drv).stdout.strip().splitlines()[-1]
+        _REALIZED[key] = path
+        return path
 
     def add_path(self, src: Path) -> str:
         """Add a host directory to the store as is (used to stage a path that is no generation of ours)."""
@@ -124,6 +156,7 @@ class NixStore:
     def set_profile(self, worker: str, path: str) -> None:
         """Record ``path`` as a new generation of ``worker``'s profile (no-op if it is already current)."""
         if self.profile_target(worker) != path:
+            self.profiles_dir.mkdir(parents=True, exist_ok=True)
             self.run("nix-env", "-p", self.profile(worker), "--set", path)
 
     def switch_generation(self, worker: str, generation: int) -> None:
@@ -135,7 +168,7 @@ class NixStore:
     def profile_target(self, worker: str) -> str | None:
         """The store path ``worker``'s profile points at now, read on the host (the link is ours, not the
         worker's); None when the worker has no profile."""
-        link = self.nix_dir / "var/nix/profiles/workers" / worker
+        link = self.profiles_dir / worker
         try:
             target = os.readlink(link)
             gen = target if target.startswith("/") else str(link.parent / target)
@@ -154,12 +187,13 @@ class NixStore:
         return Verification(path, proc.returncode == 0, "" if proc.returncode == 0 else detail)
 
 
-def realize_worker(ref: str, store_root: Path, records: Path, worker: str) -> runtime.Realized:
-    """Realize ``ref`` for ``worker``: check the definition, build its derivation, make it the current generation of
-    the worker's profile, and keep the provider's record (PATH entries, exports) under ``records`` by store name."""
+def realize_worker(ref: str, store_root: Path, records: Path, worker: str, deployment: str) -> runtime.Realized:
+    """Realize ``ref`` for ``worker`` of ``deployment``: check the definition, build its derivation, make it the
+    current generation of the worker's profile, and keep the provider's record (PATH entries, exports) under
+    ``records`` by store name."""
     env_ref = EnvRef.parse(ref)
     runtime.check_manifest(env_ref, definition_dir(env_ref, ENVS_ROOT))
-    nix = NixStore(store_root)
+    nix = NixStore(store_root, deployment=deployment)
     path = nix.realize(ref)
     nix.set_profile(worker, path)
     host = nix.root / path.lstrip("/")

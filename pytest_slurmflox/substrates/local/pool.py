@@ -18,7 +18,7 @@ from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings, to_raw
 from ...state import atomic_write
 from ...target import Expectations, expect_document, worker_settings_document
-from . import nix, runtime, slurmconf
+from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
@@ -72,19 +72,24 @@ class LocalWorkerPool(WorkerPool):
         text = res.stdout.strip()
         return text if res.ok and text else None
 
+    def nix_store(self) -> nix.NixStore:
+        """The substrate's Nix store, with this deployment's profiles (#20)."""
+        return nix.NixStore(self.cluster.cache / "nix", deployment=self.cluster.prefix)
+
     def expected_store_path(self, ref: str) -> str:
         """The store path ``ref`` realizes to, computed by nix-instantiate over our derivation (#20)."""
-        from .nix import NixStore
-
-        return NixStore(self.cluster.cache / "nix").expected_path(ref)
+        return self.nix_store().expected_path(ref)
 
     def store_verification(self, path: str) -> tuple[bool, str, str]:
         """Nix's own check of ``path`` in the substrate's store: (verify-path passed, its words, registered hash)."""
-        from .nix import NixStore
-
-        store = NixStore(self.cluster.cache / "nix")
+        store = self.nix_store()
         check = store.verify(path)
         return check.ok, check.detail, store.registered_hash(path) if check.ok else ""
+
+    def nix_profile(self, name: str) -> str:
+        """The Nix profile (a path under /nix, as every node mounts it) that pins worker ``name``'s generation: the
+        provider's record of where the pin lives; what it points at is read on the worker."""
+        return self.nix_store().profile(name)
 
     def realization(self, name: str) -> dict | None:
         """The runtime provider's record of what worker ``name`` was given: ``{"environment", "realized_path",
@@ -121,6 +126,24 @@ class LocalWorkerPool(WorkerPool):
             boot = self.cluster.write_files(self.cluster.isolated_addresses(state))
             self.converge_worker(name, deployed, ref, boot, revision, force=True)
 
+    def restart_service(self, service: str) -> None:
+        """Restart ``slurmdbd`` (the whole ``db`` node: MariaDB and slurmdbd) or ``slurmctld`` (the ``ctl`` node:
+        slurmctld and slurmrestd) from their kept state, for TAR (#13: accounting survives these restarts)."""
+        cluster = self.cluster
+        node, wait = {
+            "slurmdbd": (cluster.db_node, cluster.wait_db),
+            "slurmctld": (cluster.controller, cluster.wait_controller),
+        }[service]
+        with cluster.exclusive():
+            boot = cluster.write_files(cluster.isolated_addresses())
+            node().stop()
+            cluster.converge(node(), boot)
+            wait()
+            # restarting a node clears its namespace, the REST forwarder (which lives in ctl's) included
+            ensure_forwarder = getattr(cluster, "ensure_rest_forwarder", None)
+            if service == "slurmctld" and ensure_forwarder is not None:
+                ensure_forwarder()
+
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""
         if not name.isidentifier() or name in (CTL, LOGIN) or name.startswith("worker"):
@@ -138,6 +161,10 @@ class LocalWorkerPool(WorkerPool):
             self.converge_worker(name, self.cluster.settings, flox_ref, boot, revision, force=True)
             self.cluster.node(name).wait_phase("running", 30)
         return next(i for i in self.workers() if i.name == name)
+
+    def modify_directory(self, ldif: str) -> Any:
+        """An administrator's change to the cluster's directory (ldapmodify on the controller; #13, group TDC)."""
+        return directory.modify(self.cluster.node_runner(CTL), ldif)
 
     def isolated(self) -> set[str]:
         """Throwaway workers started by :meth:`start_isolated_worker`: listed, but not part of the cohort."""
@@ -231,9 +258,14 @@ class LocalWorkerPool(WorkerPool):
         atomic_write(self.cluster.target_file, yaml.safe_dump(doc, sort_keys=False))
 
     # ------------------------------------------------------------------------------------------ one worker
-    def _worker_boot(self, settings: Settings, ref: str, realized: runtime.Realized, revision: str) -> dict[str, str]:
+    def _worker_boot(
+        self, name: str, settings: Settings, ref: str, realized: runtime.Realized, revision: str
+    ) -> dict[str, str]:
         return {
-            "FLOX_ENV": f"/nix/store/{realized.store_name}",
+            # node-init activates FLOX_ENV = readlink -e NIX_PROFILE: the worker runs from what its profile pins;
+            # the store path itself is in the boot env so that a new pin restarts the node (config hash).
+            "NIX_PROFILE": self.nix_profile(name),
+            "SLURMFLOX_STORE_PATH": f"/nix/store/{realized.store_name}",
             "SLURMFLOX_ENVIRONMENT": ref,
             "SLURMFLOX_ACTIVATE_MODE": settings.worker_flox_activate_mode,
             "SLURMFLOX_IMAGE": self.cluster.image_ref(),
@@ -271,7 +303,7 @@ class LocalWorkerPool(WorkerPool):
             "runtime_class": None,
         }
         try:
-            realized = nix.realize_worker(ref, cluster.cache / "nix", cluster.store, name)
+            realized = nix.realize_worker(ref, cluster.cache / "nix", cluster.store, name, cluster.prefix)
         except runtime.RealizationError as exc:
             node = cluster.make_node(name, "worker", address)
             node.stop()
@@ -280,14 +312,14 @@ class LocalWorkerPool(WorkerPool):
             atomic_write(node.phase_file, f"failed: realization: {exc}\n")
             cluster.progress(f"local: {name}: runtime {ref} cannot be realized: {exc}")
             return
-        node = cluster.make_node(name, "worker", address, self._worker_boot(settings, ref, realized, revision))
+        node = cluster.make_node(name, "worker", address, self._worker_boot(name, settings, ref, realized, revision))
         if force and node.running():
             node.stop()
             if not keep_record:
                 cluster.forget_slurm_node(name)
         atomic_write(
             node.annotations_file,
-            json.dumps({**annotations, "realized_path": node.spec.boot["FLOX_ENV"]}, indent=2) + "\n",
+            json.dumps({**annotations, "realized_path": node.spec.boot["SLURMFLOX_STORE_PATH"]}, indent=2) + "\n",
         )
         cluster.converge(node, boot)
 

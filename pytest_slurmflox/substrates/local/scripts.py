@@ -71,9 +71,30 @@ mkdir -p "$M/run/slurmflox/ctl"
 mount --bind "$NODE_DIR/ctl" "$M/run/slurmflox/ctl"
 install -m 0600 "$NODE_DIR/boot.env" "$M/run/slurmflox/node.env"
 install -m 0400 "$MUNGE_KEY" "$M/run/slurmflox/munge.key"
+if [ -n "${JWT_KEY:-}" ]; then  # ctl and db: auth/jwt verifies REST tokens with it (#13)
+    install -m 0600 "$JWT_KEY" "$M/run/slurmflox/jwt_hs256.key"
+fi
+if [ "$NODE_ROLE" = db ]; then  # MariaDB's data under the work dir; slurmdbd's config and the storage password
+    mkdir -p "$M/var/lib/mysql"
+    if [ ! -e "$DB_DATA/mysql" ] && [ -d "$M/var/lib/mysql/mysql" ]; then
+        # a fresh data dir starts as a copy of the one Debian's postinst initialized in the image (sparse: ~6 MB,
+        # well under a second; mariadb-install-db takes seconds)
+        cp -a --sparse=always "$M/var/lib/mysql/." "$DB_DATA/"
+    fi
+    mount --bind "$DB_DATA" "$M/var/lib/mysql"
+    install -m 0600 "$DB_PASSWORD_FILE" "$M/run/slurmflox/db_password"
+    install -m 0600 "$DBD_CONF" "$M/run/slurmflox/slurmdbd.conf"
+fi
 if [ "$NODE_ROLE" = login ]; then
     install -m 0600 "$SSH_HOST_KEY" "$M/run/slurmflox/ssh_host_ed25519_key"
     install -m 0644 "$SSH_AUTHORIZED" "$M/run/slurmflox/authorized_keys"
+fi
+if [ -n "${LDAP_BIND_SECRET:-}" ]; then  # a directory client (login; ctl under auth/munge): directory.py (#13)
+    install -m 0600 "$LDAP_BIND_SECRET" "$M/run/slurmflox/ldap-bind.secret"
+fi
+if [ -n "${LDAP_DIR:-}" ]; then  # the controller's slapd: config and database from the work dir (#13)
+    mkdir -p "$M/var/lib/slurmflox-ldap"
+    mount --bind "$LDAP_DIR" "$M/var/lib/slurmflox-ldap"
 fi
 trap - ERR
 exec chroot "$M" /bin/bash /opt/slurmflox/node-init.sh
@@ -120,8 +141,90 @@ if :; then
     [ -S /run/munge/munge.socket.2 ] || fail "munged did not start (see /var/log/munge/munged.out)"
 fi
 
+# The test user exists only in the directory (#13): nslcd resolves it (passwd/group: files ldap), with the bind
+# secret in a config on /run (never on disk). No local account, and no nscd: a change is seen at once. The login
+# node, and the controller (auth/jwt maps a token's name to a uid there; auth/munge resolves the submitter).
+directory_client() {
+    phase starting nslcd
+    t0=$(date +%s%N)
+    ( umask 077 && printf 'uid nslcd\ngid nslcd\nuri %s\nbase %s\nbinddn %s\nbindpw %s\n' "$LDAP_URI" "$LDAP_BASE" \
+        "$LDAP_BIND_DN" "$(cat /run/slurmflox/ldap-bind.secret)" > /run/slurmflox/nslcd.conf )
+    ln -sfn /run/slurmflox/nslcd.conf /etc/nslcd.conf
+    sed -i -E 's/^(passwd|group):.*/\1: files ldap/' /etc/nsswitch.conf
+    mkdir -p /run/nslcd && chown nslcd:nslcd /run/nslcd
+    /usr/sbin/nslcd -n >>/var/log/nslcd.out 2>&1 &
+    pids+=($!)
+    for _ in $(seq 200); do getent passwd "$TEST_USER" >/dev/null && break; sleep 0.05; done
+    getent passwd "$TEST_USER" >/dev/null || fail "the directory does not resolve $TEST_USER (see /var/log/nslcd.out)"
+    echo "node-init: nslcd resolved $TEST_USER $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"
+}
+
 case "$NODE_ROLE" in
+db)
+    # MariaDB (socket only: nothing but slurmdbd in this node talks to it), then slurmdbd (#13).
+    mkdir -p /run/mysqld /var/log/mysql /run/slurmdbd
+    chown mysql:mysql /run/mysqld /var/lib/mysql /var/log/mysql
+    if [ ! -d /var/lib/mysql/mysql ]; then
+        phase initializing mariadb
+        mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \
+            >/var/log/mysql/install.log 2>&1 || fail "mariadb-install-db failed (see /var/log/mysql/install.log)"
+    fi
+    phase starting mariadb
+    /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --skip-networking \
+        --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
+        --log-error=/var/log/mysql/error.log &
+    pids+=($!)
+    for _ in $(seq 300); do
+        mariadb-admin --socket=/run/mysqld/mysqld.sock ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    mariadb-admin --socket=/run/mysqld/mysqld.sock ping >/dev/null 2>&1 || fail "mariadbd did not start"
+    # the database (created here: slurmdbd's own first-start path that creates it, reconnecting on the same handle,
+    # fails against trixie's libmariadb 11.8 with error 5027 on its first query; measured) and the storage user,
+    # with the generated password read from a file (never on a command line)
+    pw=$(cat /run/slurmflox/db_password)
+    mariadb --socket=/run/mysqld/mysqld.sock -u root <<SQL || fail "creating the slurmdbd storage user failed"
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$pw';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pw';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+SQL
+    unset pw
+    chown slurm:slurm /var/log/slurm /run/slurmdbd
+    install -o slurm -g slurm -m 0600 /run/slurmflox/slurmdbd.conf /run/slurmdbd/slurmdbd.conf
+    install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmdbd/slurm.key
+    chown slurm:slurm /run/slurmflox/jwt_hs256.key
+    phase starting slurmdbd
+    # slurmdbd reads slurmdbd.conf (and slurm.key) from the directory of SLURM_CONF
+    SLURM_CONF=/run/slurmdbd/slurm.conf /usr/sbin/slurmdbd -D >>/var/log/slurm/slurmdbd.out 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.05; done
+    (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null || fail "slurmdbd does not listen (see /var/log/slurm/slurmdbd.log)"
+    ;;
 ctl)
+    if [ -n "${LDAP_DIR:-}" ]; then
+        # The directory (#13): loaded once from the seed, then kept (an admin's change survives a restart).
+        phase starting slapd
+        t0=$(date +%s%N)
+        L=/var/lib/slurmflox-ldap
+        mkdir -p /run/slapd "$L/data"
+        if [ ! -e "$L/data/data.mdb" ]; then
+            slapadd -q -f "$L/conf/slapd.conf" -l "$L/conf/seed.ldif" >>/var/log/slapd.out 2>&1 \
+                || fail "slapadd could not load the directory seed (see /var/log/slapd.out)"
+        fi
+        chown -R openldap:openldap /run/slapd "$L/data"
+        /usr/sbin/slapd -d 0 -u openldap -g openldap -f "$L/conf/slapd.conf" -h "ldap:/// ldapi:///" \
+            >>/var/log/slapd.out 2>&1 &
+        pids+=($!)
+        for _ in $(seq 200); do
+            ldapsearch -Q -LLL -Y EXTERNAL -H ldapi:/// -s base -b dc=slurmflox dn >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+        ldapsearch -Q -LLL -Y EXTERNAL -H ldapi:/// -s base -b dc=slurmflox dn >/dev/null 2>&1 \
+            || fail "slapd does not answer (see /var/log/slapd.out)"
+        echo "node-init: slapd answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after its start"  # cold-start cost
+    fi
+    directory_client  # auth/jwt (and auth/munge) resolve the user on the controller: through the directory
     mkdir -p /var/lib/slurm/slurmctld
     chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
     phase starting slurmctld
@@ -130,12 +233,24 @@ ctl)
         install -o slurm -g slurm -m 0600 /etc/slurm/slurm.key /run/slurmflox/slurmctld.key
         export SLURM_SACK_KEY=/run/slurmflox/slurmctld.key
     fi
+    [ -e /run/slurmflox/jwt_hs256.key ] && chown slurm:slurm /run/slurmflox/jwt_hs256.key
     /usr/sbin/slurmctld -D >>/var/log/slurm/slurmctld.out 2>&1 &
     unset SLURM_SACK_KEY
     pids+=($!)
+    if [ -n "${REST_PORT:-}" ]; then
+        # slurmrestd refuses to run as root or SlurmUser: its own user; SLURM_JWT=daemon makes it pass each
+        # request's token on to slurmctld (auth/jwt), so every request runs as the token's user (#13)
+        getent passwd slurmrestd >/dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
+        phase starting slurmrestd
+        env SLURM_JWT=daemon setpriv --reuid=slurmrestd --regid=slurmrestd --clear-groups \
+            /usr/sbin/slurmrestd -a rest_auth/jwt "0.0.0.0:$REST_PORT" >>/var/log/slurm/slurmrestd.out 2>&1 &
+        pids+=($!)
+    fi
     ;;
 worker)
     phase activating "$SLURMFLOX_ENVIRONMENT"
+    # The worker runs from what its Nix profile pins (#20), as a Flox pod runs from its generation's store path.
+    FLOX_ENV=$(readlink -e "$NIX_PROFILE") || fail "no Nix profile generation at $NIX_PROFILE"
     # Activation and the initializer see only what a pod's init container would: the activation inputs.
     if ! env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
         SLURMFLOX_ENVIRONMENT="$SLURMFLOX_ENVIRONMENT" SLURMFLOX_ACTIVATE_MODE="$SLURMFLOX_ACTIVATE_MODE" \
@@ -152,17 +267,13 @@ worker)
     pids+=($!)
     ;;
 login)
-    getent group "$TEST_GROUP" >/dev/null || groupadd -g "$TEST_GID" "$TEST_GROUP"
-    getent group "$TEST_SUPP_GROUP" >/dev/null || groupadd -g "$TEST_SUPP_GID" "$TEST_SUPP_GROUP"
-    if ! getent passwd "$TEST_USER" >/dev/null; then
-        useradd -u "$TEST_UID" -g "$TEST_GID" -G "$TEST_SUPP_GROUP" -M -d "/home/$TEST_USER" \
-            -s /bin/bash "$TEST_USER"
+    directory_client
+    if [ -n "${STRANGER_USER:-}" ] && ! getent passwd "$STRANGER_USER" >/dev/null; then
+        # a login account with no accounting association (#13: TA checks it is refused at submission)
+        useradd -u "$STRANGER_UID" -U -M -d /nonexistent -s /bin/bash "$STRANGER_USER"
     fi
-    usermod -p '*' "$TEST_USER"  # no password, but not locked: key login works with UsePAM no
     if [ ! -d "/home/$TEST_USER" ]; then
-        mkdir -p "/home/$TEST_USER"
-        chown "$TEST_UID:$TEST_GID" "/home/$TEST_USER"
-        chmod 0755 "/home/$TEST_USER"
+        install -d -o "$TEST_UID" -g "$TEST_GID" -m 0755 "/home/$TEST_USER"
     fi
     install -m 0600 /run/slurmflox/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key
     mkdir -p /etc/ssh/authorized_keys /run/sshd

@@ -45,6 +45,12 @@ class ClusterConf:
     max_nodes: int = 128
     slurmd_timeout: int = 30
     task_prolog: str = TASK_PROLOG  #: a site's TaskProlog chains ours (sitenoise.py)
+    #: accounting through slurmdbd on this host (#13; None: accounting_storage/none)
+    accounting_host: str | None = "db"
+    jobacct_gather: str = "jobacct_gather/linux"
+    #: auth/jwt as the alternative authentication (slurmrestd's tokens, `scontrol token`); the key's path in
+    #: the controller and slurmdbd nodes
+    jwt_key: str | None = "/run/slurmflox/jwt_hs256.key"
     prolog: str = ""
     epilog: str = ""
 
@@ -76,8 +82,7 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "SlurmdDebug=info",
         f"ProctrackType={c.proctrack}",
         f"TaskPlugin={c.task_plugin}",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *_accounting(c),
         "JobCompType=jobcomp/none",
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
@@ -86,6 +91,9 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "SchedulerParameters=batch_sched_delay=0",
         "MpiDefault=none",
         "LaunchParameters=enable_nss_slurm",
+        # sackd caches a user's groups for GroupUpdateTime (default 600 s): a directory change (#13) reaches the next
+        # job within it. Short here, so the directory's group edits are seen within seconds (TDC).
+        "GroupUpdateTime=5",
         f"TaskProlog={c.task_prolog}",
         *([f"Prolog={c.prolog}"] if c.prolog else []),
         *([f"Epilog={c.epilog}"] if c.epilog else []),
@@ -102,6 +110,25 @@ def render_slurm_conf(c: ClusterConf) -> str:
         f"PartitionName={c.partition} Nodes=workers Default=YES MaxTime=INFINITE State=UP",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _accounting(c: ClusterConf) -> list[str]:
+    """Accounting: every job and step recorded by slurmdbd, and submission refused without an association or over
+    an association's limits (AccountingStorageEnforce=associations,limits: what a site with accounting runs)."""
+    lines = []
+    if c.jwt_key:
+        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={c.jwt_key}"]
+    if not c.accounting_host:
+        return [*lines, "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none"]
+    return [
+        *lines,
+        f"JobAcctGatherType={c.jobacct_gather}",
+        "JobAcctGatherFrequency=task=5",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={c.accounting_host}",
+        "AccountingStoragePort=6819",
+        "AccountingStorageEnforce=associations,limits",
+    ]
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,13 @@ Layout of ``<workdir>``::
     local/login/          the login node's SSH host key
     local/nodes/<name>/   one node (see node.py)
     local/forward.pid.json  the loopback forwarder to the login node's sshd
+    local/accounting/     accounting secrets (0600), slurmdbd.conf and MariaDB's data (see accounting.py)
+    local/rest-forward.pid.json  the loopback forwarder to slurmrestd (port: ``rest_port`` in state.json)
 
 Each node's cgroups are ``<hierarchy>/<our cgroup>/slurmflox-<prefix>/<node>`` (freezer, cpuset, memory; see
 cgroups.py), recorded under ``cgroups`` in ``local/state.json`` and removed by down/destroy.
-The node image and the realized runtime store live in the cache (image.py), which destroy keeps.
+The node image, the realized runtime store and the Nix store live in the cache (image.py), which destroy keeps;
+destroy removes this deployment's Nix profiles (``nix/nix/var/nix/profiles/workers/<prefix>/``).
 Namespaces are named ``<prefix>-<node>`` with a prefix derived from the work dir, so clusters in different work
 dirs never collide.
 """
@@ -29,13 +32,15 @@ import time
 
 import yaml
 
+from ...capabilities import AccountingSpec, RestSpec
+from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
 from .. import Progress, Substrate, SubstrateUnavailable
-from . import keys
-from .cluster import AUTH, CTL, LOGIN, LocalCluster, registered, rmtree
-from .forwarder import LoginForwarder
+from . import accounting, directory, keys
+from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
+from .forwarder import LoginForwarder, RestForwarder, free_loopback_port
 from .network import address_for
 from .pool import LocalWorkerPool
 
@@ -63,6 +68,22 @@ class LocalSubstrate(LocalCluster, Substrate):
     def forwarder(self) -> LoginForwarder:
         return LoginForwarder(self.local, self.fabric, self.settings.login_ssh_port)
 
+    def rest_forwarder(self, port: int | None = None) -> RestForwarder:
+        """slurmrestd's loopback forwarder, on the port recorded in the state (0 when none is recorded yet)."""
+        return RestForwarder(self.local, self.fabric, port or int(self.read_state().get("rest_port") or 0))
+
+    def ensure_rest_forwarder(self) -> int:
+        """Keep the recorded REST port when it is ours or free; otherwise take a free one (recorded by the caller)."""
+        port = int(self.read_state().get("rest_port") or 0)
+        if port:
+            try:
+                self.rest_forwarder(port).check_port()
+            except SubstrateUnavailable:
+                port = 0
+        fwd = self.rest_forwarder(port or free_loopback_port())
+        fwd.ensure()
+        return fwd.port
+
     # ================================================================================== up
     def up(self) -> dict:
         with self.exclusive():
@@ -75,6 +96,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         t_img = time.monotonic()
         self.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
+        directory.write_files(self.local, self.settings)  # slapd's config and seed, the bind secret (#13)
         boot = self.write_files(self.isolated_addresses())  # records the cgroup layout in the state
         state = self.read_state()
         pool = self.pool()
@@ -85,14 +107,23 @@ class LocalSubstrate(LocalCluster, Substrate):
         deployed, revision = pool.deployed_runtime(state)
         self.store.mkdir(parents=True, exist_ok=True)
         self.fabric.ensure_fabric()
-        self.converge(self.controller(), boot)  # controller first: workers register with it
+        t_db = time.monotonic()
+        self.converge(self.db_node(), boot)  # accounting first: slurmctld registers the cluster with slurmdbd
+        self.wait_db()
+        t_db = time.monotonic() - t_db
+        self.converge(self.controller(), boot)  # controller before workers: workers register with it
         self.wait_controller()
         wanted = pool.converge_cohort(deployed, revision, boot)
         self.converge(self.make_node(LOGIN, LOGIN, address_for(3), self._login_boot()), boot)
         self.forwarder().ensure()
+        rest_port = self.ensure_rest_forwarder()
+        t_assoc = time.monotonic()  # while the workers and the login node boot
+        accounting.ensure_associations(self.node_runner(CTL), CLUSTER_NAME, self.settings.test_user)
+        t_assoc = time.monotonic() - t_assoc
         self.write_state(
             {
                 **state,
+                "rest_port": rest_port,
                 "prefix": self.prefix,
                 "image": img.ref,
                 "revision": revision,
@@ -104,17 +135,35 @@ class LocalSubstrate(LocalCluster, Substrate):
         failed = self._wait_ready(wanted, timeout=120)
         if failed:
             raise SubstrateUnavailable("local: workers failed to start: " + "; ".join(failed))
+        t_rest = time.monotonic()
+        self._wait_rest()
+        t_rest = time.monotonic() - t_rest
         target = self.target()
         atomic_write(self.target_file, yaml.safe_dump(target, sort_keys=False))
         self.progress(
-            f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{self.settings.login_ssh_port} "
-            f"({time.monotonic() - t_img:.1f}s after the image, {time.monotonic() - t0:.1f}s total)"
+            f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{self.settings.login_ssh_port}, "
+            f"REST on 127.0.0.1:{rest_port} ({time.monotonic() - t_img:.1f}s after the image, "
+            f"{time.monotonic() - t0:.1f}s total; accounting and REST: db node {t_db:.1f}s, associations "
+            f"{t_assoc:.1f}s, slurmrestd {t_rest:.1f}s)"
         )
         return target
 
+    def _wait_rest(self, timeout: float = 30.0) -> None:
+        fwd = self.rest_forwarder()
+        deadline = time.monotonic() + timeout
+        while not fwd.answers():
+            if time.monotonic() > deadline:
+                where = self.controller().dir
+                raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}")
+            time.sleep(0.1)
+
     def _ensure_keys(self) -> None:
+        files = self.acct_files
+        files.ensure()  # the storage password and the JWT key (0600)
+        files.write_dbd_conf(accounting.render_slurmdbd_conf(files.password.read_text().strip()))
         keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
-        if AUTH == "slurm":  # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
+        if self.auth == "slurm":
             keys.ensure_shared_key(self.local / "conf" / "slurm.key")
         keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
@@ -126,16 +175,13 @@ class LocalSubstrate(LocalCluster, Substrate):
         atomic_write(self.workdir.known_hosts, keys.known_hosts_line("127.0.0.1", port, host_pub))
 
     def _login_boot(self) -> dict[str, str]:
-        s = self.settings
         return {
             "SSH_HOST_KEY": str(self.local / "login" / "ssh_host_ed25519_key"),
             "SSH_AUTHORIZED": str(self.workdir.ssh_pubkey),
-            "TEST_USER": s.test_user,
-            "TEST_UID": str(s.test_uid),
-            "TEST_GID": str(s.test_gid),
-            "TEST_GROUP": s.test_user,
-            "TEST_SUPP_GROUP": s.test_supp_group,
-            "TEST_SUPP_GID": str(s.test_supp_gid),
+            **directory.identity_boot(self.settings),
+            **directory.login_boot(self.directory_files),
+            "STRANGER_USER": accounting.UNASSOCIATED_USER,
+            "STRANGER_UID": str(accounting.UNASSOCIATED_UID),
         }
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
@@ -186,6 +232,18 @@ class LocalSubstrate(LocalCluster, Substrate):
             deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
             limitations=self.cgroup_layout()[0].limitations(),
+            directory=Directory(
+                *(directory.URI, directory.BASE_DN, s.test_user, (s.test_supp_group,)),
+                bind_dn=directory.BIND_DN,
+                bind_password_file=directory.LOGIN_SECRET,
+            ),
+            accounting=AccountingSpec(
+                account=accounting.ACCOUNT,
+                limited_account=accounting.LIMITED_ACCOUNT,
+                limited_max_jobs=accounting.LIMITED_MAX_JOBS,
+                unassociated_user=accounting.UNASSOCIATED_USER,
+            ),
+            rest=RestSpec(url=self.rest_forwarder().url()),
         )
 
     # ================================================================================== other verbs
@@ -206,17 +264,42 @@ class LocalSubstrate(LocalCluster, Substrate):
                 phase = node.phase()
                 why = f"  ({phase})" if phase.startswith("failed") else ""
                 lines.append(f"  {name:<10} down{why}{env}")
+        lines += self._service_lines()
         forwarded = "forwarded" if self.forwarder().running() else "closed"
         lines.append(f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {forwarded}")
+        rest = self.rest_forwarder()
+        lines.append(f"  slurmrestd {rest.url()} {'forwarded' if rest.port and rest.running() else 'closed'}")
+        lines += self._service_lines()
         if self.controller().running():
             res = self.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
             lines += ["  " + line for line in res.stdout.splitlines()]
         return "\n".join(lines)
 
+    def _service_lines(self) -> list[str]:
+        """The daemons behind the optional services (#13): the directory on ctl and its resolver on login,
+        MariaDB and slurmdbd on the db node, slurmctld and slurmrestd on ctl."""
+        lines = []
+        services = (
+            (CTL, "slapd", f"directory {directory.BASE_DN} at {directory.URI}"),
+            (LOGIN, "nslcd", "resolver"),
+            (accounting.DB, "mariadbd", "accounting database"),
+            (accounting.DB, "slurmdbd", "accounting"),
+            (CTL, "slurmctld", "controller"),
+            (CTL, "slurmrestd", "REST API"),
+        )
+        for node, daemon, what in services:
+            if not self.node(node).running():
+                continue
+            pids = self.node_runner(node).run(f"pidof {daemon}", timeout=10).stdout.split()
+            state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
+            lines.append(f"  {daemon:<10} {state} on {node}: {what}")
+        return lines
+
     def down(self) -> None:
         """Stop login, workers, controller (reverse start order) and the forwarder; keep all state."""
         with self.exclusive():
             self.forwarder().stop()
+            self.rest_forwarder().stop()
             for name in reversed(self.all_node_names()):
                 if self.node(name).stop():
                     self.progress(f"local: stopped {name}")
@@ -225,9 +308,11 @@ class LocalSubstrate(LocalCluster, Substrate):
             self.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
 
     def destroy(self) -> None:
-        """Down, then remove nodes, namespaces and state (keys, target file). The image cache stays."""
+        """Down, then remove nodes, namespaces, state (keys, target file) and this deployment's Nix profiles. The
+        image cache and the Nix store stay (README: how to prune the store)."""
         with self.exclusive():
             self.down()
+            LocalWorkerPool(self).nix_store().remove_profiles()
             rmtree(self.local)
             for path in (
                 self.target_file,
@@ -237,4 +322,4 @@ class LocalSubstrate(LocalCluster, Substrate):
                 self.workdir.known_hosts,
             ):
                 path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache kept in {self.cache})")
+        self.progress(f"local: destroyed cluster {self.prefix} (image cache and Nix store kept in {self.cache})")

@@ -14,6 +14,7 @@ import yaml
 
 from ...settings import Settings
 from . import fabric
+from .containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH
 from .kubeadm import FLOX_NODE_LABEL, Step, kubectl, worker_nodes
 
 NAMESPACE_SLURM = "slurm"
@@ -24,8 +25,8 @@ HELM_VERSION = "v3.19.0"
 #: install-helm.sh puts helm here; every call names it in full, because sudo's ``secure_path`` on EL
 #: (/sbin:/bin:/usr/sbin:/usr/bin) does not include /usr/local/bin.
 HELM_BIN = "/usr/local/bin/helm"
-SHIM_PATH = "/usr/local/bin/containerd-shim-flox-v2"
-RUNTIME_HANDLER = "flox"
+SHIM_PATH = FLOX_SHIM_PATH
+RUNTIME_HANDLER = FLOX_RUNTIME_HANDLER
 RUNTIME_CLASS = "flox"
 VALUES_PATH = "/etc/slurmflox/slurm-values.yaml"
 

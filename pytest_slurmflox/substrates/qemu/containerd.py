@@ -28,12 +28,19 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from ...run import Result
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 RUNC_V2 = "io.containerd.runc.v2"
+#: The containerd runtime (CRI handler) the shim is registered as: the reference design ("registers the shim as the
+#: containerd runtime named flox") and the RuntimeClass ``flox``'s ``handler``.
+FLOX_RUNTIME_HANDLER = "flox"
+#: Where Flox's shim installer puts the shim (floxdocs docs/k8s/install/self-managed.md, "Manual installation").
+FLOX_SHIM_PATH = "/usr/local/bin/containerd-shim-flox-v2"
 #: The annotation the shim reads to pick the environment (floxdocs docs/k8s/intro.md, docs/k8s/config.md).
 FLOX_ANNOTATION = "flox.dev/environment"
 #: The runtimes table per config version (containerd docs/cri/config.md; version 3 is containerd 2.x).
@@ -115,3 +122,12 @@ def check_flox_runtime(dump: str, handler: str, shim: str) -> RuntimeCheck:
     if options.get("SystemdCgroup") is not True:
         problems.append(f"{path}.options.SystemdCgroup is {options.get('SystemdCgroup')!r}, not true")
     return RuntimeCheck(handler, version, runtime, tuple(problems))
+
+
+def node_problems(host: str, dump: Result) -> list[str]:
+    """What is wrong with node ``host``'s ``containerd config dump`` (empty: runtime ``flox`` is the shim), each
+    line naming the node; T1 runs this on every node a worker pod is scheduled on."""
+    if not dump.ok:
+        return [f"{host}: containerd config dump failed", dump.describe()]
+    verdict = check_flox_runtime(dump.stdout, FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH)
+    return [f"{host}: {problem}" for problem in verdict.problems]

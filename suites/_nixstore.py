@@ -1,0 +1,120 @@
+"""T2's Nix store check (issue #20): each worker runs from exactly the store paths of the pinned generation, unmodified.
+
+Two ways to know the store paths, never from the worker under test:
+
+- local substrate: our code computes the pinned generation's store path (``nix-instantiate`` over our derivation,
+  through the pool) and the substrate's store registered its NAR hash when it built it; the provider's record says
+  where each worker's pin lives (its Nix profile). On each worker a task reads what that profile points at, the path
+  its tasks were activated from, and recomputes the NAR hash of what it really has there;
+- Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.floxlock), must be the same on
+  every worker of the cohort, and each store path it names for the worker's system must pass ``nix-store
+  --verify-path`` there. A worker without /nix or without the lock makes the check SKIP naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from pytest_slurmflox.floxlock import LockError, nix_system, parse_lock
+from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
+
+from ._support import PROFILE_DIR, _q, on_each, per_node, requirement, runtimes
+
+
+def _tagged(lines: list[str]) -> dict[str, str]:
+    """``tag value`` lines -> {tag: value} (the first word is the tag)."""
+    out = {}
+    for line in lines:
+        tag, _, value = line.partition(" ")
+        out.setdefault(tag, value)
+    return out
+
+
+def local_store_problems(target, submit, workers, environment: str) -> tuple[str, list[str], object]:
+    """The local check: (expected store path, one problem per worker naming it and the path, evidence)."""
+    # The local provider's own capabilities (optional on a pool, looked up like its `realization` record).
+    expected_store_path, verification, nix_profile = (
+        getattr(target.pool, name) for name in ("expected_store_path", "store_verification", "nix_profile")
+    )
+    expected = expected_store_path(environment)  # ours: nix-instantiate over our derivation
+    ok, detail, registered = verification(expected)
+    requirement(ok, f"nix-store --verify-path {expected} passes in the substrate's store", detail)
+    profiles = {node: nix_profile(node) for node in workers}  # the provider's record of where each pin lives
+    cases = " ".join(f"{_q(node)}) p={_q(profile)};;" for node, profile in profiles.items())
+    script = (
+        f'case "$SLURMD_NODENAME" in {cases} *) p=/nonexistent;; esac; '
+        't=$(/usr/bin/readlink -e "$p") || t=NONE; echo "profile $t"; '
+        f'a=$(/usr/bin/cat {PROFILE_DIR}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
+        f'if [ "$t" != NONE ]; then echo "nar $(/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar "$t" 2>&1 | tail -n 1)"; fi'
+    )
+    res = on_each(submit, workers, script)
+    seen = per_node(res)
+    problems = []
+    for node, profile in profiles.items():
+        got = _tagged(seen.get(node, []))
+        if not got:
+            problems.append(f"{node}: no answer from the worker")
+            continue
+        pinned = got.get("profile")
+        if pinned != expected:
+            problems.append(f"{node}: its Nix profile {profile} points at {pinned}, not {environment}'s {expected}")
+        elif got.get("nar") != registered:
+            problems.append(
+                f"{node}: {expected} on the worker has NAR hash {got.get('nar')}, not the {registered} Nix "
+                "registered when it built it (the worker's copy was modified)"
+            )
+        if got.get("active") != expected:
+            problems.append(f"{node}: its tasks were activated from {got.get('active')}, not {expected}")
+    return expected, problems, res
+
+
+_LOCK_PROBE = (
+    '[ -d /nix/store ] || { echo "missing /nix/store"; exit 0; }; '
+    '[ -f "$d/manifest.lock" ] || { echo "missing $d/manifest.lock"; exit 0; }; '
+    'command -v nix-store >/dev/null || { echo "missing nix-store command"; exit 0; }; '
+    'echo "system $(uname -m) $(uname -s)"; echo "lock $(base64 -w0 < "$d/manifest.lock")"'
+)
+
+
+def flox_lock_check(target, submit, workers, expect) -> None:
+    """The Flox-target check: one lock across the cohort, every locked path of the worker's system verified there."""
+    records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)  # FLOX_ENV of each slurmd
+    cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
+    res = on_each(submit, workers, f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; {_LOCK_PROBE}')
+    seen = {node: _tagged(lines) for node, lines in per_node(res).items()}
+    missing = {node: got["missing"] for node, got in seen.items() if "missing" in got}
+    if missing:
+        why = "; ".join(f"{node} has no {what}" for node, what in sorted(missing.items()))
+        pytest.skip(f"missing capability nix-store: {why} (nothing to verify the pinned generation's paths with)")
+    locks, paths = {}, {}
+    for node in records:
+        got = seen.get(node, {})
+        requirement("lock" in got, f"{node}: the worker shows its generation's lock", res)
+        try:
+            locks[node] = parse_lock(base64.b64decode(got["lock"]).decode())
+        except (LockError, ValueError) as exc:
+            requirement(False, f"{node}: {records[node].realized_path}/manifest.lock is a Flox lock ({exc})", res)
+        machine, _, kernel = got.get("system", "").partition(" ")
+        paths[node] = locks[node].store_paths(nix_system(machine, kernel))
+        requirement(
+            bool(paths[node]),
+            f"{node}: the lock names store paths for its system {nix_system(machine, kernel)}",
+            f"systems in the lock: {locks[node].systems()}",
+        )
+    digests = {node: lock.digest for node, lock in locks.items()}
+    requirement(len(set(digests.values())) == 1, "one generation lock across the whole cohort", str(digests))
+    lists = {node: " ".join(_q(p) for p in sorted(set(ps.values()))) for node, ps in paths.items()}
+    cases = " ".join(f"{_q(node)}) set -- {args};;" for node, args in lists.items())
+    verify = (
+        f'case "$SLURMD_NODENAME" in {cases} *) set --;; esac; for p in "$@"; do '
+        'if out=$(nix-store --verify-path "$p" 2>&1); then echo "ok $p"; '
+        'else echo "bad $p $(echo $out)"; fi; done'
+    )
+    checked = on_each(submit, workers, verify)
+    for node, lines in per_node(checked).items():
+        bad = [line[4:] for line in lines if not line.startswith("ok ")]
+        requirement(not bad, f"{node}: nix-store --verify-path passes on every locked path", *bad, checked)
+    answered = set(per_node(checked))
+    requirement(answered == set(paths), "every worker verified its locked paths", checked)

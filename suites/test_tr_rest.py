@@ -1,0 +1,202 @@
+"""TR: REST submission through slurmrestd, with the same task-environment contract as sbatch.
+
+Requirement (#13): as the test user, with a token from ``scontrol token``, an ordinary batch script submitted
+through the REST API runs on a worker with exactly the task environment TP computes for sbatch (the Flox PATH per
+the policy, exactly the allow-listed activation variables, the submitted variables, Slurm's own); the job can be
+queried and cancelled through REST; a request without a valid token, or one that names another user, is refused.
+Runs where the target file declares ``rest`` (capabilities.py); SKIPs naming the capability where it declares none;
+FAILS when declared but slurmrestd does not answer. Requests go through httpx (no hand-written HTTP).
+
+Where the expectations come from (never from slurmrestd's answers about itself):
+
+- the submit-side environment: the ``environment`` this check sends with the job (REST has no submitting shell;
+  Slurm passes exactly that list, which is sbatch's ``--export=ALL`` of a shell holding those variables);
+- PATH policy, allow-list, activation mode: the target file's ``expect.settings``; the environment's PATH entries
+  and values: the runtime provider's record (as in TP, through the same ``task_env_problems``);
+- the OpenAPI version: the highest ``/slurm/v0.0.N/job/submit`` the server's own ``/openapi/v3`` lists (or the
+  target file's ``rest.version``); states: Slurm's documented job states (CANCELLED after a cancel).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.waits import job_timeout
+
+from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.TR]
+
+SUBMIT_VAR = "SFX_SUBMIT_SIDE"
+
+
+class Rest:
+    """slurmrestd as the test user: base URL, OpenAPI version, the user's token."""
+
+    def __init__(self, url: str, version: str, user: str, token: str) -> None:
+        import httpx
+
+        self.url, self.version, self.user, self.token = url, version, user, token
+        self.http = httpx.Client(base_url=url, timeout=30)
+
+    def headers(self, user: str | None = None, token: str | None = None) -> dict[str, str]:
+        return {"X-SLURM-USER-NAME": user or self.user, "X-SLURM-USER-TOKEN": self.token if token is None else token}
+
+    def path(self, tail: str) -> str:
+        return f"/slurm/{self.version}/{tail}"
+
+    def submit(self, job: dict, **auth):
+        return self.http.post(self.path("job/submit"), json={"job": job}, headers=self.headers(**auth))
+
+    def job(self, job_id: str):
+        return self.http.get(self.path(f"job/{job_id}"), headers=self.headers())
+
+    def state(self, job_id: str) -> list[str]:
+        res = self.job(job_id)
+        jobs = res.json().get("jobs") or [] if res.status_code == 200 else []
+        state = jobs[0].get("job_state") if jobs else None
+        return list(state) if isinstance(state, list) else [str(state)] if state else []
+
+    def wait(self, job_id: str, want: set[str], timeout: float = 120.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.state(job_id)
+            if set(state) & want or time.monotonic() > deadline:
+                return state
+            time.sleep(0.5)
+
+
+def _version(http, declared: str | None, headers: dict[str, str]) -> tuple[str, str]:
+    """The highest data-parser version whose job/submit the server documents (or the declared one)."""
+    res = http.get("/openapi/v3", headers=headers)
+    try:
+        paths = res.json().get("paths") or {}
+    except ValueError:
+        paths = {}
+    found = sorted(
+        {m.group(1) for path in paths if (m := re.fullmatch(r"/slurm/(v0\.0\.\d+)/job/submit", path))},
+        key=lambda v: int(v.rsplit(".", 1)[1]),
+    )
+    if declared:
+        return declared, f"declared {declared}; the server lists {found}"
+    requirement(bool(found), "slurmrestd documents a job/submit endpoint in /openapi/v3", f"HTTP {res.status_code}")
+    return found[-1], f"the server lists {found}"
+
+
+@pytest.fixture(scope="module")
+def rest(target):
+    import httpx
+
+    require(target, "rest")
+    spec = target.spec.rest
+    res = target.login.run(spec.token_command, timeout=30)
+    match = re.search(r"SLURM_JWT=(\S+)", res.stdout)
+    requirement(res.ok and match is not None, f"`{spec.token_command}` gives the login user a token", res)
+    user, token = target.spec.login.user, match.group(1)
+    with httpx.Client(base_url=spec.url, timeout=30) as http:
+        version, _ = _version(http, spec.version, {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
+    client = Rest(spec.url, version, user, token)
+    yield client
+    client.http.close()
+
+
+@pytest.fixture(scope="module")
+def records(target, workers, expect):
+    return runtimes(target, workers, expect.settings.worker_flox_activate_mode)
+
+
+def _home(submit) -> str:
+    return submit.login.run('printf %s "$HOME"').check().stdout.strip()
+
+
+def _job(submit, node: str, script: str, env: dict[str, str], outdir: str) -> dict:
+    return {
+        "name": submit.name,
+        "partition": submit.partition,
+        "script": script,
+        "required_nodes": [node],
+        "current_working_directory": outdir,
+        "standard_output": f"{outdir}/%j.out",
+        "environment": [f"{k}={v}" for k, v in env.items()],
+    }
+
+
+def _accepted(res) -> str:
+    try:
+        job_id = res.json().get("job_id")
+    except ValueError:
+        job_id = None
+    requirement(res.status_code == 200 and bool(job_id), "slurmrestd accepted the job", f"{res.status_code} {res.text}")
+    return str(job_id)
+
+
+def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records, expect):
+    home = _home(submit)
+    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": rest.user, SUBMIT_VAR: "from-rest"}
+    for node in workers:
+        res = rest.submit(_job(submit, node, f"#!/bin/bash\n{ENVIRON_PROBE}\n", env, outdir))
+        job_id = _accepted(res)
+        submit.submitted.append(job_id)
+        state = rest.wait(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})
+        requirement("COMPLETED" in state, f"REST job {job_id} on {node} completed (queried through REST)", str(state))
+        out = submit.login.run(f"cat {outdir}/{job_id}.out")
+        task = environs(out.stdout).get(node)
+        requirement(task is not None, f"the REST job ran on {node} and showed its environment", out)
+        s = expect.settings
+        problems = task_env_problems(
+            task,
+            env,
+            mode="ALL",
+            precedence=s.worker_path_precedence,
+            allow_list=s.worker_env_exports,
+            runtime=records[node],
+        )
+        requirement(not problems, f"[REST] the task environment on {node} is exactly the computed one", *problems, out)
+
+
+def test_rest_job_can_be_cancelled(rest, submit, workers):
+    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    env = {"PATH": "/usr/bin:/bin"}
+    job_id = _accepted(rest.submit(_job(submit, workers[0], "#!/bin/bash\nsleep 300\n", env, outdir)))
+    submit.submitted.append(job_id)
+    rest.wait(job_id, {"RUNNING"}, timeout=job_timeout())
+    res = rest.http.delete(rest.path(f"job/{job_id}"), headers=rest.headers())
+    requirement(
+        res.status_code == 200, f"DELETE job {job_id} through REST is accepted", f"{res.status_code} {res.text}"
+    )
+    state = rest.wait(job_id, {"CANCELLED"}, timeout=job_timeout())  # KillWait is within a pass
+    requirement("CANCELLED" in state, f"REST-cancelled job {job_id} is CANCELLED", str(state))
+
+
+@pytest.mark.parametrize("case", ["no-token", "bad-token", "other-user"])
+def test_request_without_valid_token_or_for_another_user_is_refused(case, rest, submit, workers):
+    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    job = _job(submit, workers[0], "#!/bin/bash\n/bin/true\n", {"PATH": "/usr/bin:/bin"}, outdir)
+    if case == "no-token":
+        res = rest.http.post(rest.path("job/submit"), json={"job": job}, headers={"X-SLURM-USER-NAME": rest.user})
+    elif case == "bad-token":
+        head, _, sig = rest.token.rpartition(".")
+        forged = head + "." + ("A" if sig[:1] != "A" else "B") + sig[1:]  # same claims, wrong signature
+        res = rest.submit(job, token=forged)
+    else:
+        res = rest.submit(job, user="root")  # the test user's token, naming another user
+    try:
+        job_id = res.json().get("job_id")
+    except ValueError:
+        job_id = None
+    if job_id:
+        submit.submitted.append(str(job_id))
+    # slurmrestd itself answers 401 to a request without a token; with SLURM_JWT=daemon it passes a token on, and
+    # slurmctld refuses a forged one or one naming another user (slurmrestd: HTTP 511, "Protocol authentication
+    # error"): either way an authentication refusal, and no job
+    refused = res.status_code in (401, 403) or (res.status_code >= 400 and "authentication" in res.text.lower())
+    requirement(
+        refused and not job_id,
+        f"[{case}] slurmrestd refuses the request as unauthenticated (HTTP 401/403, or an authentication error)",
+        f"HTTP {res.status_code}: {res.text[:500]}",
+    )
