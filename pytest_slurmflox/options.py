@@ -68,6 +68,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
     Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
     Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
+    Option(
+        "slurmflox-workers",
+        "pytest-xdist workers of an acceptance run without -n: auto (2 when pytest-xdist is installed) or a number; "
+        "0 runs the checks one after another",
+        default="auto",
+    ),
     # substrate knobs: how this host runs a substrate, not what the cluster is (so not settings)
     Option(
         "slurmflox-qemu-image", "qemu substrate: a local base image (with optional .boot.json) instead of BASE_IMAGE"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from . import fixtures
+from .concurrency import apply_default_workers
 from .groups import MARKERS
 from .options import STATE, SessionState, add_options, get_option, session_state, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
@@ -54,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.target_source = worker_input.get("slurmflox_target_source", "controller")
         state.substrate = worker_input.get("slurmflox_substrate")
     config.stash[STATE] = state
+    apply_default_workers(config)
     _check_workloads(config)
     config.pluginmanager.register(SlurmfloxSession(config, state, substrate_options(config)), "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")

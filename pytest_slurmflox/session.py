@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from .concurrency import long_first
 from .environment import target_facts
 from .groups import item_group
 from .options import SessionState, get_option, progress_printer, resolve_settings
@@ -132,7 +133,8 @@ class SlurmfloxSession:
         return [] if is_workload_check(marks) else None
 
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
-        """Acceptance checks run only when asked for; destructive groups only when named or allowed."""
+        """Acceptance checks run only when asked for; destructive groups only when named or allowed; the long
+        waits go first (:func:`~pytest_slurmflox.concurrency.long_first`)."""
         if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
             items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
         selection = Selection.of(self.config, self.state.substrate)
@@ -141,6 +143,7 @@ class SlurmfloxSession:
             self.config.hook.pytest_deselected(items=drop)
             items[:] = keep
         self.state.deselected = selection.reasons
+        long_first(items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .run import Result, Runner
+from .waits import job_timeout
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -131,6 +132,9 @@ class NeverRuns(SlurmError):
 #: squeue output: id|state|reason|nodes (an argument, so the shell never sees the pipes).
 JOB_FORMAT = "%i|%T|%r|%N"
 
+#: Default of :meth:`SlurmClient.wait`: short jobs started together, one scheduling pass (pytest_slurmflox/waits.py).
+SHORT_JOB = job_timeout()
+
 
 @dataclass
 class SlurmClient:
@@ -236,7 +240,7 @@ class SlurmClient:
         return res.stdout.strip().split(";")[0]
 
     def wait(
-        self, job_ids: Iterable[str], *, timeout: float = 120.0, until: frozenset[str] = TERMINAL_STATES
+        self, job_ids: Iterable[str], *, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
     ) -> dict[str, JobState]:
         """Poll all jobs together until each is in ``until`` (default: finished). Raises :class:`SlurmError` on
         timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""

@@ -14,7 +14,12 @@ import shlex
 from dataclasses import dataclass, field
 
 from .run import Result, Runner
-from .slurm import TERMINAL_STATES, JobState, SlurmClient
+from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
+from .waits import job_timeout
+
+#: Default of :meth:`Jobs.srun`: a step whose command runs up to two minutes (the longest probe: compiling an MPI
+#: hello world on a loaded host) plus its pass.
+STEP_TIMEOUT = job_timeout(120)
 
 #: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
 RUNS_DIR = "$HOME/slurmflox-runs"
@@ -46,7 +51,9 @@ class Jobs:
         """Shell expression of this run's output directory in the user's (shared) home."""
         return f"{RUNS_DIR}/{self.run_id}"
 
-    def srun(self, args: str, command: str, *, timeout: float = 180.0, env: dict[str, str] | None = None) -> Result:
+    def srun(
+        self, args: str, command: str, *, timeout: float = STEP_TIMEOUT, env: dict[str, str] | None = None
+    ) -> Result:
         """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""
         line = f"srun -J {shlex.quote(self.name)} -p {shlex.quote(self.partition)} {args} {command}"
         return self.login.run(line, timeout=timeout, env=env)
@@ -63,7 +70,7 @@ class Jobs:
         return job_id
 
     def wait(
-        self, *job_ids: str, timeout: float = 120.0, until: frozenset[str] = TERMINAL_STATES
+        self, *job_ids: str, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
     ) -> dict[str, JobState]:
         return self.slurm.wait(job_ids, timeout=timeout, until=until)
 

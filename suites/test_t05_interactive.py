@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.waits import job_timeout
+
 from ._support import Mark, _q, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T5]
@@ -31,7 +33,7 @@ def test_salloc_then_srun(submit, target):
     res = target.login.run(
         f"salloc -J {submit.name} -p {submit.partition} -N1 "
         "srun bash -c 'echo alloc=$SLURM_JOB_ID step=$SLURM_STEP_ID'",
-        timeout=120,
+        timeout=job_timeout(stages=2),  # the allocation, then its step
     )
     requirement(
         res.ok and "alloc=" in res.stdout and "step=0" in res.stdout,

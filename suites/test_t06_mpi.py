@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.waits import job_timeout
+
 from ._support import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
@@ -57,7 +59,8 @@ def _probe(submit, target) -> str:
 
 def test_mpi_ranks_on_distinct_nodes(submit, target):
     program = _probe(submit, target)
-    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", program, timeout=240)
+    # the allocation, then the two ranks' PMIx wire-up (up to a pass of its own on a loaded host)
+    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", program, timeout=job_timeout(stages=2))
     lines = sorted(line for line in run.stdout.splitlines() if "rank=" in line)
     hosts = {line.split("host=")[1].split()[0] for line in lines}
     ranks = sorted(line.split("rank=")[1].split()[0] for line in lines)

@@ -17,6 +17,8 @@ import time
 import pytest
 
 from pytest_slurmflox.declared import CPUS, MEM
+from pytest_slurmflox.slurm import TERMINAL_STATES
+from pytest_slurmflox.waits import job_timeout
 
 from ._support import Mark, declared, require_enforced, requirement
 
@@ -58,7 +60,7 @@ def test_request_beyond_a_worker_is_refused_for_that_reason(submit, expect, reso
     declared(target, CPUS if resource == "cpus" else MEM)
     s = expect.settings
     ask = f"-c{s.worker_cpus + 1}" if resource == "cpus" else f"--mem={s.worker_mem_mb + 1}"
-    res = submit.srun(f"-N1 -n1 {ask} --immediate=5", "true", timeout=60)
+    res = submit.srun(f"-N1 -n1 {ask} --immediate=5", "true", timeout=job_timeout(5))
     requirement(not res.ok, f"a request beyond a worker's declared {resource} ({ask}) is refused", res)
     requirement(
         REFUSED in res.stdout + res.stderr,
@@ -128,7 +130,7 @@ def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
     # positive control: the same probe within its --mem completes, so a kill below is the limit, not the probe
     small = submit.sbatch("#!/bin/bash\n" + _MEMORY_HOG.format(mb=8), "--mem=64", f"-w{node}", suffix="fits")
     large = submit.sbatch("#!/bin/bash\n" + _MEMORY_HOG.format(mb=512), "--mem=64", f"-w{node}", suffix="hog")
-    states = submit.wait(small, large, timeout=180)
+    states = submit.wait(small, large, timeout=job_timeout(stages=2))  # one node: maybe one after the other
     requirement(states[small].state == "COMPLETED", "a job within its --mem=64 completes", str(states[small]))
     requirement(
         states[large].state == "OUT_OF_MEMORY",
@@ -174,7 +176,11 @@ def _kill_leftovers(submit, node: str, seen: str) -> None:
     """Best effort: end, by PID, what a failing check left (the test user's own processes)."""
     pids = " ".join(line.split()[0] for line in seen.splitlines() if line.split() and line.split()[0].isdigit())
     if pids:
-        submit.srun(f"-N1 -n1 -w {node}", f"kill -9 {pids}", timeout=60)
+        submit.srun(f"-N1 -n1 -w {node}", f"kill -9 {pids}", timeout=job_timeout())
+
+
+#: How long an "ended" job waits for the probe's release file before it ends anyway (its own bound, seconds).
+RELEASE_WAIT = 60.0
 
 
 @pytest.mark.parametrize("ending", ["ended", "cancelled"])
@@ -185,11 +191,13 @@ def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, e
     marker = f"sfxstray{run_id.replace('-', '')[-10:]}{how.replace('-', '')}{ending}"
     node = workers[0] if ending == "ended" else workers[-1]
     release = f".{marker}.release"
-    wait_released = f"for _ in $(seq 240); do [ -e /tmp/{release} ] && break; sleep 0.25; done"
+    wait_released = f"for _ in $(seq {int(RELEASE_WAIT * 4)}); do [ -e /tmp/{release} ] && break; sleep 0.25; done"
     rest = wait_released if ending == "ended" else "sleep 600"
     script = f"#!/bin/bash\n{DAEMONIZE[how].format(m=marker)}\n{rest}\n"
     job = submit.sbatch(script, f"-w{node}", suffix=how)
-    submit.slurm.wait([job], until=frozenset({"RUNNING"}), timeout=60)
+    # a job that ends before it was seen running fails here at once, not after the wait's timeout
+    started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
+    requirement(started.state == "RUNNING", f"the job that starts a {how} process runs (control)", str(started))
     seen = _probe(submit, node, marker, job=job)
     for _ in range(20):  # the job may not have started its daemon yet
         if marker in seen.stdout:
@@ -198,11 +206,11 @@ def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, e
     requirement(marker in seen.stdout, f"while the job runs, the probe sees its {how} process (control)", seen)
     if ending == "ended":
         _probe(submit, node, marker, release=release, job=job)
-        state = submit.wait(job, timeout=180)[job]
+        state = submit.wait(job, timeout=job_timeout(RELEASE_WAIT))[job]
         requirement(state.state == "COMPLETED", f"the job that leaves a {how} process completed", str(state))
     else:
         submit.slurm.cancel(job).check()
-        submit.wait(job, timeout=60)
+        submit.wait(job, timeout=job_timeout())
     left = _probe_until_gone(submit, node, marker)
     if marker in left.stdout:
         _kill_leftovers(submit, node, left.stdout)

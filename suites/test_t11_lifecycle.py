@@ -26,6 +26,7 @@ import time
 import pytest
 
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
+from pytest_slurmflox.waits import job_timeout
 
 from ._support import Mark, _q, read_profiles, require, requirement
 
@@ -104,7 +105,7 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     new_policy = "append" if expect.settings.worker_path_precedence == "prepend" else "prepend"
     new = _changed(expect.settings, worker_path_precedence=new_policy)
     blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", suffix="running")
-    submit.slurm.wait([blocker], until=frozenset({"RUNNING"}), timeout=60)
+    submit.slurm.wait([blocker], until=frozenset({"RUNNING"}), timeout=job_timeout())
     watcher = Watcher(target)
     watcher.start()
     try:
@@ -120,7 +121,7 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
         watcher.stop.set()
         watcher.join(timeout=10)
     requirement(outcome.path == "update", "a changed revision runs the maintenance barrier", log)
-    states = submit.wait(blocker, queued, timeout=120)
+    states = submit.wait(blocker, queued, timeout=job_timeout(4, stages=2))  # blocker, then queued
     requirement(
         states[blocker].state == "COMPLETED", "the job running before the barrier finished naturally", str(states)
     )
@@ -232,7 +233,7 @@ def test_broken_task_profile_fails_closed_and_the_worker_serves_again(target, su
     deadline = time.monotonic() + 120
     again = None
     while time.monotonic() < deadline:
-        again = submit.srun(f"-N1 -n1 -w {node} --immediate=30", "/bin/echo task-started", timeout=60)
+        again = submit.srun(f"-N1 -n1 -w {node} --immediate=30", "/bin/echo task-started", timeout=job_timeout(30))
         if again.ok and "task-started" in again.stdout:
             break
         time.sleep(2)

@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from pytest_slurmflox.waits import job_timeout
+
 from ._support import require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.destructive, pytest.mark.TAR]
@@ -48,6 +50,7 @@ def test_accounting_survives_slurmdbd_and_slurmctld_restarts(submit, target):
         after, res = _record(submit.login, before_job)
         requirement(after == before, f"after restarting {service}, sacct shows job {before_job} unchanged", before, res)
     later = submit.sbatch("#!/bin/bash\nexit 5\n", "-N1", f"--account={account}")
-    submit.wait(later, timeout=180)
+    # the restarted controller: a pass to recover its state, one to start the job, one to record its end
+    submit.wait(later, timeout=job_timeout(stages=3))
     line, res = _record(submit.login, later)
     requirement(line.startswith(f"{later}|FAILED|5:0|"), f"job {later}, run after the restarts, is recorded", res)

@@ -25,6 +25,7 @@ import pytest
 
 from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.waits import job_timeout
 
 from ._support import (
     ENVIRON_PROBE,
@@ -117,7 +118,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect):
         f"srun -J {_q(submit.name)} -p {_q(submit.partition)} -N{n} -n{n} --ntasks-per-node=1 "
         f"-w {','.join(workers)} {_export_arg(mode)} /bin/bash -c {_q(ENVIRON_PROBE)}"
     )
-    res = submit.login.run(line, timeout=180)
+    res = submit.login.run(line, timeout=job_timeout())  # one step, one task per worker
     requirement(res.ok, f"[srun {sem.label}] the step ran on every worker", res)
     _judge("srun", sem, environs(res.stdout), workers, records, expect, res)
 

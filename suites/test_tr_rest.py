@@ -25,6 +25,7 @@ import time
 import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.waits import job_timeout
 
 from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
 
@@ -192,12 +193,12 @@ def test_rest_job_can_be_cancelled(rest, submit, workers):
     env = {"PATH": "/usr/bin:/bin"}
     job_id = _accepted(rest.submit(_job(submit, workers[0], "#!/bin/bash\nsleep 300\n", env, outdir)))
     submit.submitted.append(job_id)
-    rest.wait(job_id, {"RUNNING"}, timeout=60)
+    rest.wait(job_id, {"RUNNING"}, timeout=job_timeout())
     res = rest.http.delete(rest.path(f"job/{job_id}"), headers=rest.headers())
     requirement(
         res.status_code == 200, f"DELETE job {job_id} through REST is accepted", f"{res.status_code} {res.text}"
     )
-    state = rest.wait(job_id, {"CANCELLED"}, timeout=60)
+    state = rest.wait(job_id, {"CANCELLED"}, timeout=job_timeout())  # KillWait is within a pass
     requirement("CANCELLED" in state, f"REST-cancelled job {job_id} is CANCELLED", str(state))
 
 

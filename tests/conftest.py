@@ -9,8 +9,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from skipguard import SkipGuard
+
+#: The plugin's in-process (pytester) sessions test what the plugin decides, not pytest-xdist: their acceptance
+#: selections run serially unless a test asks for workers. The integration tests' child runs start from a clean
+#: environment (acceptance_helpers.clean_env), so they get the plugin's default concurrency.
+os.environ.setdefault("SLURMFLOX_WORKERS", "0")
 
 #: Modules whose tests are ordered steps against one deployment (their marks say so).
 SCENARIO_MARKS = ("integration", "kvm")

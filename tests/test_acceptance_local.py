@@ -26,6 +26,8 @@ from acceptance_helpers import (
     run_pytest,
 )
 
+from pytest_slurmflox.concurrency import AUTO_WORKERS
+
 pytestmark = pytest.mark.integration
 
 PROFILE = "/run/flox-task-profile/current"
@@ -34,7 +36,8 @@ PROFILE = "/run/flox-task-profile/current"
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     home, workdir, common = private_deployment(tmp_path_factory, "acceptance")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", *common)
+    # serial on purpose: the reference the concurrent default run is compared with (test_xdist_...)
+    first = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", "--slurmflox-workers=0", *common)
     try:
         yield home, workdir, common, first
     finally:
@@ -325,9 +328,11 @@ def test_after_restoring_every_mutation_the_groups_pass_again(deployment):
 
 
 def test_xdist_provisions_once_and_gives_the_serial_result(deployment):
-    """Under pytest-xdist the controller converges the deployment once; workers reuse its target."""
+    """The default acceptance run is concurrent (#16: pytest-xdist workers, the long waits first); the controller
+    converges the deployment once, the workers reuse its target, and the verdicts are the serial run's."""
     home, _, common, serial = deployment
-    run = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", "-n", "2", *common)
+    run = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", *common)
+    assert f"{AUTO_WORKERS} workers [" in run.output, run.output[:3000]  # xdist: "N workers [M items]"
     assert run.output.count("up: substrate local") == 1, run.output[-3000:]
     assert "nothing to do" in run.output, run.output[-3000:]  # the rerun took the fast path
     for outcome in ("passed", "skipped", "failure"):

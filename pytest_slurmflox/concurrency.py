@@ -1,0 +1,89 @@
+"""How an acceptance run spends its wall time (#16): long waits start first, and checks run concurrently.
+
+A run is as long as its longest check only if that check starts at once and everything else fits beside it. The
+longest checks here wait on Slurm for a span the check cannot shorten (T7's time limit: Slurm acts in whole minutes,
+checked periodically); such checks carry the ``long_wait`` marker and :func:`long_first` moves them to the front,
+keeping every other item in pytest's order. Under pytest-xdist ``--dist load`` the first items go out first, so the
+long wait runs on one worker from the start while the other workers take the rest.
+
+:func:`apply_default_workers` makes that the default: an acceptance run with pytest-xdist installed and no ``-n``
+of the user's runs on :data:`AUTO_WORKERS` workers (``--slurmflox-workers``; ``0`` runs serially). The controller
+provisions once and the workers reuse its target (plugin.py), and each check's jobs are its own, so the verdicts do
+not depend on the worker count (the integration test compares them with a serial run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .groups import GROUPS
+from .options import get_option
+
+#: The marker of a check that waits a fixed span on Slurm: scheduled first.
+LONG_WAIT = "long_wait"
+
+#: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (README
+#: "Speed"): two xdist workers keep the time-limit wait and the other checks side by side; more add start-up cost
+#: on two cores without more overlap (one long check).
+AUTO_WORKERS = 2
+
+
+def long_first(items: list[Any]) -> None:
+    """Move the ``long_wait`` checks to the front, in place; the order within each part stays as collected."""
+    long_ones = [i for i in items if i.get_closest_marker(LONG_WAIT) is not None]
+    if long_ones:
+        rest = [i for i in items if i.get_closest_marker(LONG_WAIT) is None]
+        items[:] = long_ones + rest
+
+
+def workers_wanted(value: str | None) -> int | None:
+    """``--slurmflox-workers``: ``auto``/unset -> :data:`AUTO_WORKERS`, a number -> itself (0: serial)."""
+    text = (value or "auto").strip().lower()
+    if text == "auto":
+        return AUTO_WORKERS
+    try:
+        number = int(text)
+    except ValueError:
+        raise pytest.UsageError(f"--slurmflox-workers: expected auto or a number, not {value!r}") from None
+    if number < 0:
+        raise pytest.UsageError(f"--slurmflox-workers: expected auto or a number >= 0, not {value!r}")
+    return number
+
+
+def selects_checks(config: pytest.Config) -> bool:
+    """Whether the user selected acceptance checks by marker (``-m acceptance``, ``-m "T3 or T7"``) or group list.
+    A bare ``--slurmflox-up`` or ``--slurmflox-target`` is not enough: a no-change converge must stay a matter of
+    seconds, without starting workers that would find nothing to run."""
+    expr = (config.option.markexpr or "").replace("(", " ").replace(")", " ").split()
+    named = {t for i, t in enumerate(expr) if i == 0 or expr[i - 1] != "not"}
+    return bool(named & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"))
+
+
+def default_workers(config: pytest.Config) -> int:
+    """The xdist workers the plugin sets for this invocation, 0 when it leaves pytest's options alone: only an
+    acceptance run on the xdist controller, with pytest-xdist active and neither ``-n``/``--dist`` nor a debugger
+    given by the user."""
+    option = config.option
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return 0
+    user_chose = getattr(option, "numprocesses", None) is not None or getattr(option, "dist", "no") != "no"
+    debugging = getattr(option, "usepdb", False) or getattr(option, "trace", False)
+    if user_chose or debugging or option.collectonly or not selects_checks(config):
+        return 0
+    return workers_wanted(get_option(config, "slurmflox_workers")) or 0
+
+
+def apply_default_workers(config: pytest.Config) -> int:
+    """Set pytest-xdist's options as ``-n N --dist load --maxschedchunk 1`` would (called from a ``tryfirst``
+    ``pytest_configure``, before xdist's ``trylast`` one creates its distributed session). ``--maxschedchunk 1``
+    keeps only one item queued behind the long wait on its worker. Returns the worker count set (0: none)."""
+    workers = default_workers(config)
+    if workers:
+        config.option.numprocesses = workers
+        config.option.dist = "load"
+        config.option.tx = ["popen"] * workers
+        if getattr(config.option, "maxschedchunk", "absent") is None:
+            config.option.maxschedchunk = 1
+    return workers

@@ -1,0 +1,45 @@
+"""Timeouts derived from what a check waits for (#16), never a blanket long timeout.
+
+A wait on a Slurm job is bounded by what Slurm promises about that job: it starts within one pass of the main
+scheduler once its resources are free, runs as long as its own script (or its ``--time`` limit) lets it, and ends
+within a known span after that limit. A timeout is that sum, so a broken cluster FAILs as soon as Slurm has
+demonstrably not done what it promises, and a loaded host still gets the slack Slurm itself allows.
+
+Sources (slurm.conf(5), Slurm 24.11): ``sched_interval`` (default 60 s) is the longest gap between main scheduler
+passes, which also run at every submit and job end; slurmctld checks time limits in its background loop about
+every 30 s (``PERIODIC_TIMEOUT``) and gives a timed-out job ``KillWait`` (default 30 s) between SIGTERM and SIGKILL.
+"""
+
+from __future__ import annotations
+
+#: One main-scheduler pass (``sched_interval``, default 60 s): a job whose resources are free starts within it; the
+#: same span covers reporting its end (epilog, completion RPC, ``MessageTimeout`` 10 s) on a loaded host.
+START_SLACK = 60.0
+
+#: What Slurm may add after a time limit before the job is TIMEOUT: two sweeps of the 30 s time-limit check and a
+#: ``KillWait`` of 30 s, doubled for a loaded host.
+LIMIT_SLACK = 2 * (2 * 30.0 + 30.0)
+
+#: Jobs of other checks that may hold the nodes while a concurrent run queues a job: each is a short job bounded by
+#: :func:`job_timeout` with at most two stages, so queueing behind them costs at most that plus the job's own pass.
+QUEUE_STAGES = 3
+
+
+def job_timeout(runtime: float = 0.0, *, stages: int = 1) -> float:
+    """A job (or ``stages`` jobs that start one after another: a dependency chain, an allocation and its step)
+    whose scripts run ``runtime`` seconds in total: each stage may wait one scheduling pass."""
+    if runtime < 0 or stages < 1:
+        raise ValueError(f"job_timeout: runtime {runtime} must be >= 0 and stages {stages} >= 1")
+    return runtime + stages * START_SLACK
+
+
+def limit_timeout(limit_minutes: float) -> float:
+    """A running job that outlives its ``--time`` limit of ``limit_minutes``: the limit plus Slurm's enforcement."""
+    if limit_minutes <= 0:
+        raise ValueError(f"limit_timeout: a time limit of {limit_minutes} minutes is no limit")
+    return limit_minutes * 60.0 + LIMIT_SLACK
+
+
+def queue_timeout() -> float:
+    """A job reaching RUNNING in a concurrent run: its own pass plus the short jobs of other checks ahead of it."""
+    return job_timeout(stages=QUEUE_STAGES)

@@ -1,0 +1,72 @@
+"""Long waits first, and the default worker count of an acceptance run (#16), as pytest sees them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slurmflox.concurrency import AUTO_WORKERS, workers_wanted
+
+CHECKS = """
+import pytest
+pytestmark = pytest.mark.acceptance
+
+@pytest.mark.T7
+def test_a(): pass
+
+@pytest.mark.T7
+@pytest.mark.long_wait
+def test_long(): pass
+
+@pytest.mark.T3
+def test_b(): pass
+"""
+
+
+def test_long_waits_run_first_and_the_rest_keeps_its_order(pytester: pytest.Pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest("-m", "acceptance", "-v", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["*::test_long PASSED*", "*::test_a PASSED*", "*::test_b PASSED*"])
+
+
+@pytest.mark.parametrize(("text", "wanted"), [(None, AUTO_WORKERS), ("auto", AUTO_WORKERS), ("0", 0), ("3", 3)])
+def test_workers_option(text, wanted):
+    assert workers_wanted(text) == wanted
+
+
+@pytest.mark.parametrize("text", ["many", "-1"])
+def test_a_bad_worker_count_is_a_usage_error(text):
+    with pytest.raises(pytest.UsageError, match="--slurmflox-workers"):
+        workers_wanted(text)
+
+
+def _dist(pytester: pytest.Pytester, *args: str) -> str:
+    """The xdist options the plugin left in a configured acceptance run (a conftest prints them)."""
+    pytester.makeconftest(
+        "def pytest_sessionstart(session):\n"
+        "    o = session.config.option\n"
+        "    print('DIST', getattr(o, 'numprocesses', None), o.dist, getattr(o, 'maxschedchunk', None))\n"
+    )
+    pytester.makepyfile(test_checks=CHECKS)
+    return "\n".join(line for line in pytester.runpytest_subprocess(*args).outlines if line.startswith("DIST"))
+
+
+@pytest.mark.parametrize("select", [("-m", "acceptance"), ("-m", "T3 or T7"), ("--slurmflox-groups=T3",)])
+def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.Pytester, monkeypatch, select):
+    monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
+    assert _dist(pytester, *select, "-s") == f"DIST {AUTO_WORKERS} load 1"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-m", "acceptance", "-s", "-n", "0"),  # the user's -n wins
+        ("-m", "acceptance", "-s", "-p", "no:xdist"),  # no xdist, no workers
+        ("-m", "acceptance", "-s", "--slurmflox-workers=0"),  # asked for a serial run
+        ("-s",),  # not an acceptance run: the project's own tests are left alone
+        ("-s", "-m", "not acceptance"),  # a negated marker selects no checks
+    ],
+)
+def test_the_default_stays_out_of_the_users_way(pytester: pytest.Pytester, monkeypatch, args):
+    monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
+    out = _dist(pytester, *args)
+    assert not out.startswith(f"DIST {AUTO_WORKERS} load"), out

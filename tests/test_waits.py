@@ -1,0 +1,50 @@
+"""Timeouts derived from what a wait waits for (#16): the arithmetic, and that no suite keeps a blanket number."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_slurmflox.waits import LIMIT_SLACK, START_SLACK, job_timeout, limit_timeout, queue_timeout
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
+
+
+def test_a_job_gets_its_runtime_plus_one_pass_per_stage():
+    assert job_timeout() == START_SLACK == 60.0
+    assert job_timeout(4, stages=2) == 4 + 2 * START_SLACK
+    assert job_timeout(300) == 360.0
+
+
+def test_a_time_limit_wait_is_the_limit_plus_slurms_enforcement():
+    # two 30 s time-limit sweeps and a 30 s KillWait, doubled for a loaded host
+    assert LIMIT_SLACK == 180.0
+    assert limit_timeout(1) == 240.0
+    assert limit_timeout(2) == 300.0
+
+
+def test_queueing_in_a_concurrent_run_is_bounded_by_the_short_jobs_ahead():
+    assert queue_timeout() == 3 * START_SLACK
+    assert queue_timeout() < limit_timeout(1)
+
+
+@pytest.mark.parametrize("bad", [{"runtime": -1}, {"stages": 0}])
+def test_impossible_waits_are_refused(bad):
+    with pytest.raises(ValueError):
+        job_timeout(**bad)
+    with pytest.raises(ValueError):
+        limit_timeout(0)
+
+
+def test_no_job_wait_in_the_suites_has_a_literal_timeout():
+    """Every ``wait(...)`` and ``srun(...)`` on a job in the suites derives its timeout (pytest_slurmflox.waits)."""
+    literal = re.compile(r"\b(wait|srun)\([^)]*timeout=\d")
+    offenders = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in sorted(SUITES.glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert offenders == []
