@@ -10,7 +10,6 @@ held/released states, cancellation, TIMEOUT), applied to jobs this module submit
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -28,15 +27,13 @@ SLEEP = "#!/bin/bash\nsleep {s}\n"
 
 @pytest.fixture
 def time_limited_job(target, slurmflox_state):
-    """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT.
-
-    Under pytest-xdist each worker that runs a T7 check has its own instance of this fixture (one run id for all):
-    the label names the worker, because cleanup cancels by name and must not end another worker's job."""
+    """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT. (Its name carries a nonce
+    (submit.Jobs.name), so cleanup by name never ends another check's or another xdist worker's job.)"""
     jobs = Jobs(
         login=target.login,
         slurm=target.slurm,
         run_id=slurmflox_state.run_id,
-        label=f"T7-timelimit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}",
+        label="T7-timelimit",
         partition=target.spec.partition,
     )
     job = jobs.sbatch(SLEEP.format(s=600), f"--time={LIMIT_MINUTES}")
