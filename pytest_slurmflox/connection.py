@@ -47,7 +47,7 @@ class Target:
                 close()
 
 
-def _ssh(endpoint: Endpoint, observer: Observer | None) -> SSHRunner:
+def login_runner(endpoint: Endpoint, observer: Observer | None) -> SSHRunner:
     return SSHRunner(
         host=endpoint.host,
         port=endpoint.port,
@@ -187,8 +187,8 @@ def connect(
     throwaway worker can be started with another runtime without touching the cohort: the local substrate),
     ``accounting`` and ``rest`` (declared in the target file and answering, #13).
     """
-    login = _ssh(spec.login, observer)
-    admin = _ssh(spec.admin, observer) if spec.admin else None
+    login = login_runner(spec.login, observer)
+    admin = login_runner(spec.admin, observer) if spec.admin else None
     slurm = SlurmClient(user=login, admin=admin, partition=spec.partition)
     caps: set[str] = set()
     missing: dict[str, str] = {}

@@ -19,6 +19,7 @@ import pytest
 from .connection import Target, connect
 from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
+from .sweep import sweep_run
 from .target import TargetError, TargetSpec, load_target
 
 
@@ -75,10 +76,9 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         finally:
             # Under xdist every worker shares the run id: the run's jobs and files are not one worker's to remove
             # (each check still cancels its own jobs in ``submit``).
-            if not hasattr(pytestconfig, "workerinput"):
-                _cancel_run_jobs(live, state.run_id)
-                if not get_option(pytestconfig, "slurmflox_keep"):
-                    _remove_run_files(live, state.run_id)
+            if not hasattr(pytestconfig, "workerinput"):  # the xdist controller sweeps after its workers
+                slurm = live.slurm if live.why_missing("slurm") is None else None
+                sweep_run(live.login, slurm, state.run_id, keep=bool(get_option(pytestconfig, "slurmflox_keep")))
             live.close()
 
 
@@ -98,26 +98,6 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _remove_run_files(live: Target, run_id: str) -> None:
-    """Remove this run's files from the user's home (unless --slurmflox-keep); the reports keep the evidence."""
-    from .submit import RUNS_DIR
-
-    try:
-        live.login.run(f'rm -rf -- "{RUNS_DIR}/{run_id}"; rmdir -- "{RUNS_DIR}" 2>/dev/null; true', timeout=60)
-    except Exception as exc:  # teardown must still close the connections; say what was left
-        print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
-
-
-def _cancel_run_jobs(live: Target, run_id: str) -> None:
-    """Session end (normal, Ctrl-C or SIGTERM): cancel every unfinished job of this run, whichever check left it."""
-    if live.why_missing("slurm") is not None:
-        return
-    try:
-        live.slurm.cancel_named(f"sfx-{run_id}-")
-    except Exception as exc:  # teardown must still close the connections; say what was left
-        print(f"slurmflox: could not cancel the jobs of run {run_id}: {exc}")
 
 
 @pytest.fixture(autouse=True)

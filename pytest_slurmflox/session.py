@@ -164,6 +164,13 @@ class SlurmfloxSession:
         provisioned = get_option(self.config, "slurmflox_up") and self.state.target_path
         if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
             session.exitstatus = pytest.ExitCode.OK
+        xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
+        if xdist_controller and self.state.target is None and self.state.target_path is not None:
+            # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's
+            from .sweep import sweep_after_workers
+
+            keep = bool(get_option(self.config, "slurmflox_keep"))
+            sweep_after_workers(self.state.target_path, self.state.run_id, keep=keep)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for reason, count in self.state.deselected.items():

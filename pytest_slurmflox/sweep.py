@@ -1,0 +1,49 @@
+"""Leave nothing behind on the cluster (issue 17): at session end cancel every unfinished job of the run and remove
+the run's files from the user's home (unless --slurmflox-keep).
+
+One place for it, called by whichever process ends the run: the ``target`` fixture's teardown in a serial session
+(it holds the connection), or the pytest-xdist controller once every worker has finished (workers share the run id,
+so no single worker may remove what the others still use; the controller never opened the target, so it opens the
+login endpoint just for this).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .run import Runner
+from .slurm import SlurmClient
+from .submit import RUNS_DIR
+
+
+def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bool) -> None:
+    """Cancel the run's unfinished jobs (by the run's name prefix, whichever check left them) and, unless ``keep``,
+    remove its files. Never raises: teardown must go on; what could not be done is said."""
+    if slurm is not None:
+        try:
+            slurm.cancel_named(f"sfx-{run_id}-")
+        except Exception as exc:
+            print(f"slurmflox: could not cancel the jobs of run {run_id}: {exc}")
+    if keep:
+        return
+    try:
+        login.run(f'rm -rf -- "{RUNS_DIR}/{run_id}"; rmdir -- "{RUNS_DIR}" 2>/dev/null; true', timeout=60)
+    except Exception as exc:
+        print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
+
+
+def sweep_after_workers(target_path: Path, run_id: str, *, keep: bool) -> None:
+    """The xdist controller's sweep: open the login endpoint the target file names, sweep, close."""
+    from .connection import login_runner
+    from .target import TargetError, load_target
+
+    try:
+        spec = load_target(target_path)
+    except TargetError as exc:
+        print(f"slurmflox: could not clean up run {run_id}: {exc}")
+        return
+    login = login_runner(spec.login, None)
+    try:
+        sweep_run(login, SlurmClient(user=login, partition=spec.partition), run_id, keep=keep)
+    finally:
+        login.close()
