@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .groups import GROUPS
+from .groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
 from .options import get_option
 
 #: The marker of a check that waits a fixed span on Slurm: scheduled first.
@@ -52,13 +52,26 @@ def workers_wanted(value: str | None) -> int | None:
     return number
 
 
+def _named(config: pytest.Config) -> set[str]:
+    """The marker names a ``-m`` expression selects (not the negated ones)."""
+    expr = (config.option.markexpr or "").replace("(", " ").replace(")", " ").split()
+    return {t for i, t in enumerate(expr) if i == 0 or expr[i - 1] != "not"}
+
+
+def selects_destructive(config: pytest.Config) -> bool:
+    """Whether a destructive (lifecycle) group may run: they change the cohort under every other check (a live
+    update, a CPU revision, a failed revision), so such a run stays serial, one group at a time (seen: T11U's update
+    never converged while T11C ran beside it on another xdist worker)."""
+    groups = set(parse_groups(get_option(config, "slurmflox_groups")) or ())
+    named = (_named(config) | groups) & DESTRUCTIVE_GROUPS
+    return bool(named or get_option(config, "slurmflox_destructive"))
+
+
 def selects_checks(config: pytest.Config) -> bool:
     """Whether the user selected acceptance checks by marker (``-m acceptance``, ``-m "T3 or T7"``) or group list.
     A bare ``--slurmflox-up`` or ``--slurmflox-target`` is not enough: a no-change converge must stay a matter of
     seconds, without starting workers that would find nothing to run."""
-    expr = (config.option.markexpr or "").replace("(", " ").replace(")", " ").split()
-    named = {t for i, t in enumerate(expr) if i == 0 or expr[i - 1] != "not"}
-    return bool(named & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"))
+    return bool(_named(config) & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"))
 
 
 def default_workers(config: pytest.Config) -> int:
@@ -70,7 +83,7 @@ def default_workers(config: pytest.Config) -> int:
         return 0
     user_chose = getattr(option, "numprocesses", None) is not None or getattr(option, "dist", "no") != "no"
     debugging = getattr(option, "usepdb", False) or getattr(option, "trace", False)
-    if user_chose or debugging or option.collectonly or not selects_checks(config):
+    if user_chose or debugging or option.collectonly or not selects_checks(config) or selects_destructive(config):
         return 0
     return workers_wanted(get_option(config, "slurmflox_workers")) or 0
 

@@ -64,6 +64,9 @@ def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.P
         ("-m", "acceptance", "-s", "--slurmflox-workers=0"),  # asked for a serial run
         ("-s",),  # not an acceptance run: the project's own tests are left alone
         ("-s", "-m", "not acceptance"),  # a negated marker selects no checks
+        ("-s", "-m", "T11R or T11U"),  # destructive groups change the cohort: one at a time
+        ("-s", "--slurmflox-groups=T3,T11C"),
+        ("-s", "-m", "acceptance", "--slurmflox-destructive"),
     ],
 )
 def test_the_default_stays_out_of_the_users_way(pytester: pytest.Pytester, monkeypatch, args):
