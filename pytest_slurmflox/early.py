@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .signoff import SINCE
 from .submit import Jobs
+
+__all__ = ["SINCE", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
 
 
 @dataclass(frozen=True)
@@ -65,24 +70,27 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs_for: Callable[[str
         with _locked(record):
             if record.exists():
                 continue
+            submitted_at = time.time()
             job = jobs_for(spec.label).sbatch(spec.script, *spec.options)
-            record.write_text(job)
+            record.write_text(json.dumps({"job": job, "submitted": submitted_at}))
             submitted[spec.label] = job
     return submitted
 
 
-def claim(spec: EarlyJob, jobs: Jobs) -> tuple[str, bool]:
+def claim(spec: EarlyJob, jobs: Jobs) -> tuple[str, float | None]:
     """The job for ``spec``: the run's early one if nobody claimed it yet, else one submitted now. Either way the
-    job becomes ``jobs``' own (cancelled by its cleanup). Returns (job id, whether it was submitted early)."""
+    job becomes ``jobs``' own (cancelled by its cleanup). Returns (job id, when the early job was submitted (epoch
+    seconds), None when it was submitted now): the check's span starts there (report timeline, benchmark), so the
+    hand-off never makes the longest check look shorter than its wait on Slurm was."""
     record = _record(jobs.run_id, spec.label)
     with _locked(record):
         claimed = record.with_suffix(".claimed")
-        job = record.read_text().strip() if record.exists() else ""
-        if job and not claimed.exists():
-            claimed.write_text(job)
-            jobs.submitted.append(job)
-            return job, True
-    return jobs.sbatch(spec.script, *spec.options), False
+        early = json.loads(record.read_text()) if record.exists() else None
+        if early and not claimed.exists():
+            claimed.write_text(early["job"])
+            jobs.submitted.append(early["job"])
+            return early["job"], float(early["submitted"])
+    return jobs.sbatch(spec.script, *spec.options), None
 
 
 def forget(run_id: str) -> None:

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from pytest_slurmflox.early import EarlyJob, claim
+from pytest_slurmflox.early import SINCE, EarlyJob, claim
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
@@ -33,7 +33,7 @@ TIME_LIMITED = EarlyJob("T7-timelimit", SLEEP.format(s=600), (f"--time={LIMIT_MI
 
 
 @pytest.fixture
-def time_limited_job(target, slurmflox_state):
+def time_limited_job(request, target, slurmflox_state):
     """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT. (Its name carries a nonce
     (submit.Jobs.name), so cleanup by name never ends another check's or another xdist worker's job.)"""
     jobs = Jobs(
@@ -43,7 +43,9 @@ def time_limited_job(target, slurmflox_state):
         label="T7-timelimit",
         partition=target.spec.partition,
     )
-    job, _ = claim(TIME_LIMITED, jobs)
+    job, since = claim(TIME_LIMITED, jobs)
+    if since is not None:  # the check's span starts at the early submission (report timeline, benchmark)
+        request.node.user_properties.append((SINCE, since))
     yield jobs, job
     jobs.cleanup()
 

@@ -3,6 +3,7 @@ check itself. Slurm is not what is under test here (the acceptance runs exercise
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -28,13 +29,16 @@ def test_one_submission_per_run_claimed_once_then_the_check_submits_its_own():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
+        began = time.time()
         first = submit_early([JOB], run_id, lambda label: Submitter(run_id, calls))
         again = submit_early([JOB], run_id, lambda label: Submitter(run_id, calls))  # another xdist worker
         assert first == {"T7-timelimit": "1001"} and again == {} and len(calls) == 1
         jobs = Submitter(run_id, calls)
-        assert claim(JOB, jobs) == ("1001", True) and jobs.submitted == ["1001"]
+        job, since = claim(JOB, jobs)
+        assert job == "1001" and jobs.submitted == ["1001"]
+        assert since is not None and began <= since <= time.time()  # the span starts at the early submission
         rerun = Submitter(run_id, calls)
-        assert claim(JOB, rerun) == ("1002", False)  # claimed already: a job of its own, same script and options
+        assert claim(JOB, rerun) == ("1002", None)  # claimed already: a job of its own, same script and options
         assert calls[-1] == (JOB.script, JOB.options)
     finally:
         forget(run_id)
@@ -44,6 +48,6 @@ def test_without_an_early_submission_the_check_submits_at_once():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        assert claim(JOB, Submitter(run_id, calls)) == ("1001", False)
+        assert claim(JOB, Submitter(run_id, calls)) == ("1001", None)
     finally:
         forget(run_id)
