@@ -63,7 +63,10 @@ def _locked(record: Path) -> Iterator[None]:
 
 
 def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs_for: Callable[[str], Jobs]) -> dict[str, str]:
-    """Submit each job this run has not submitted yet; returns label -> job id of those submitted here."""
+    """Submit each job this run has not submitted yet; returns label -> job id of those submitted here.
+
+    A submission that fails is not recorded and not raised: it would otherwise fail the setup of every check of the
+    run (this runs in an autouse fixture). The check then submits its own job and reports the failure itself."""
     submitted: dict[str, str] = {}
     for spec in specs:
         record = _record(run_id, spec.label)
@@ -71,7 +74,10 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs_for: Callable[[str
             if record.exists():
                 continue
             submitted_at = time.time()
-            job = jobs_for(spec.label).sbatch(spec.script, *spec.options)
+            try:
+                job = jobs_for(spec.label).sbatch(spec.script, *spec.options)
+            except Exception:  # the check that owns the job submits again and says why
+                continue
             record.write_text(json.dumps({"job": job, "submitted": submitted_at}))
             submitted[spec.label] = job
     return submitted

@@ -51,3 +51,22 @@ def test_without_an_early_submission_the_check_submits_at_once():
         assert claim(JOB, Submitter(run_id, calls)) == ("1001", None)
     finally:
         forget(run_id)
+
+
+@dataclass
+class Refusing(Submitter):
+    """sbatch refused (a partition that cannot take the job): what the cluster says, not faked success."""
+
+    def sbatch(self, script: str, *options: str) -> str:
+        self.calls.append((script, options))
+        raise RuntimeError("sbatch: error: invalid partition specified")
+
+
+def test_a_refused_early_submission_is_left_to_the_check_not_to_every_checks_setup():
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    calls: list = []
+    try:
+        assert submit_early([JOB], run_id, lambda label: Refusing(run_id, calls)) == {}
+        assert claim(JOB, Submitter(run_id, calls)) == ("1002", None)  # the check submits (and judges) its own
+    finally:
+        forget(run_id)
