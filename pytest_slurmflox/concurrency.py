@@ -2,9 +2,11 @@
 
 A run is as long as its longest check only if that check starts at once and everything else fits beside it. The
 longest checks here wait on Slurm for a span the check cannot shorten (T7's time limit: Slurm acts in whole minutes,
-checked periodically); such checks carry the ``long_wait`` marker and :func:`long_first` moves them to the front,
-keeping every other item in pytest's order. Under pytest-xdist ``--dist load`` the first items go out first, so the
-long wait runs on one worker from the start while the other workers take the rest.
+checked periodically); such checks carry the ``long_wait`` marker. One whose job is an early job
+(``long_wait(early=...)``, pytest_slurmflox/early.py) has its job running since the pre-flight, so
+:func:`order_long_waits` puts it last: every worker runs the short checks beside the job, and the check only
+collects the result. Any other long wait goes first: under pytest-xdist ``--dist load`` the first items go out
+first, so it runs on one worker from the start while the other workers take the rest.
 
 :func:`apply_default_workers` makes that the default: an acceptance run with pytest-xdist installed and no ``-n``
 of the user's runs on :data:`AUTO_WORKERS` workers (``--slurmflox-workers``; ``0`` runs serially). The controller
@@ -30,12 +32,17 @@ LONG_WAIT = "long_wait"
 AUTO_WORKERS = 2
 
 
-def long_first(items: list[Any]) -> None:
-    """Move the ``long_wait`` checks to the front, in place; the order within each part stays as collected."""
-    long_ones = [i for i in items if i.get_closest_marker(LONG_WAIT) is not None]
-    if long_ones:
-        rest = [i for i in items if i.get_closest_marker(LONG_WAIT) is None]
-        items[:] = long_ones + rest
+def _place(item: Any) -> int:
+    mark = item.get_closest_marker(LONG_WAIT)
+    if mark is None:
+        return 1
+    return 2 if mark.kwargs.get("early") is not None else 0
+
+
+def order_long_waits(items: list[Any]) -> None:
+    """In place: long waits first, long waits with an early job last, the rest between; each part in pytest's
+    order (a stable sort)."""
+    items.sort(key=_place)
 
 
 def workers_wanted(value: str | None) -> int | None:

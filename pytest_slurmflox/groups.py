@@ -44,7 +44,8 @@ REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GR
 MARKERS = {
     "acceptance": "an acceptance check against a target (selected with -m acceptance)",
     **{group: f"acceptance group {group}: {text}" for group, text in GROUPS.items()},
-    "long_wait": "waits a fixed span on Slurm (a time limit): scheduled first so the wait overlaps the rest",
+    "long_wait": "waits a fixed span on Slurm (a time limit): scheduled first so the wait overlaps the rest; "
+    "with early=EarlyJob(...) its job is submitted after the pre-flight and the check runs last",
     "destructive": "mutates or disrupts the worker deployment; runs only when asked for",
     "needs_kube": "needs the target's Kubernetes API (SKIPs naming it otherwise)",
     "needs_flox": "needs the Flox containerd shim (SKIPs naming it otherwise)",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .concurrency import long_first
+from .concurrency import order_long_waits
 from .environment import target_facts
 from .groups import item_group
 from .options import SessionState, get_option, progress_printer, resolve_settings
@@ -134,7 +134,7 @@ class SlurmfloxSession:
 
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
         """Acceptance checks run only when asked for; destructive groups only when named or allowed; the long
-        waits go first (:func:`~pytest_slurmflox.concurrency.long_first`)."""
+        waits are placed (:func:`~pytest_slurmflox.concurrency.order_long_waits`)."""
         if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
             items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
         selection = Selection.of(self.config, self.state.substrate)
@@ -143,7 +143,7 @@ class SlurmfloxSession:
             self.config.hook.pytest_deselected(items=drop)
             items[:] = keep
         self.state.deselected = selection.reasons
-        long_first(items)
+        order_long_waits(items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -161,6 +161,10 @@ class SlurmfloxSession:
     # -- the end ------------------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """``--slurmflox-up`` with nothing selected is a provisioning run: success, not "no tests ran"."""
+        if not hasattr(self.config, "workerinput"):  # the process that owns the run (serial, xdist controller)
+            from .early import forget
+
+            forget(self.state.run_id)
         provisioned = get_option(self.config, "slurmflox_up") and self.state.target_path
         if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
             session.exitstatus = pytest.ExitCode.OK

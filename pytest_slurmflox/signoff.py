@@ -26,6 +26,9 @@ NO_GROUP = "-"
 NOT_RUN_PREFIX = "not run: "
 #: Evidence that cannot be parsed keeps this many characters of its text.
 EXCERPT = 1500
+#: The report property saying when a check's work began before its setup (epoch seconds): a job submitted for it
+#: early in the run (pytest_slurmflox/early.py). Its span, not its pytest duration, is what it cost the run.
+SINCE = "slurmflox_since"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -60,6 +63,7 @@ class Check:
             "skip_reason": self.reason if self.verdict == SKIP else None,
             "failure": (self.failure or self.reason) if self.verdict == FAIL else None,
             "duration": round(self.duration, 4),
+            "span": round(self.stop - self.start, 3) if self.start and self.stop else None,
             "evidence": self.evidence,
         }
 
@@ -113,6 +117,8 @@ class CheckCollector:
                     check.evidence.extend(json.loads(value))
                 except ValueError:
                     check.evidence.append({"command": "(unreadable evidence)", "stdout": value[:EXCERPT]})
+            elif name == SINCE and isinstance(value, (int, float)) and value > 0:
+                check.start = min(check.start, float(value)) if check.start else float(value)
             elif name == "slurmflox_facts" and isinstance(value, str):
                 with contextlib.suppress(ValueError):
                     self.facts.update({str(k): str(v) for k, v in json.loads(value).items()})

@@ -119,6 +119,35 @@ class JobState:
     def done(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    def __str__(self) -> str:
+        hint = launch_error_hint(self.reason)
+        text = f"JobState(job_id={self.job_id!r}, state={self.state!r}, reason={self.reason!r}, nodes={self.nodes!r})"
+        return f"{text} [{hint}]" if hint else text
+
+
+#: slurmd's launch errors (slurm/slurm_errno.h, SchedMD/slurm): when a batch job fails to launch, the node reports
+#: the error code as the job's return code, and slurmctld's job_complete() reads any return code whose low 7 bits
+#: look like a signal number as a signal (``RaisedSignal:N``). Seen once on this project's local substrate:
+#: ``RaisedSignal:53``, i.e. 4021 & 0x7f.
+LAUNCH_ERRORS = {
+    4010: "ESLURMD_CREATE_BATCH_DIR_ERROR (slurmd could not create the batch directory)",
+    4014: "ESLURMD_SETUP_ENVIRONMENT_ERROR (slurmd could not set up the job's environment)",
+    4016: "ESLURMD_SET_UID_OR_GID_ERROR (slurmd could not become the job's user)",
+    4020: "ESLURMD_EXECVE_FAILED (the job script could not be executed)",
+    4021: "ESLURMD_IO_ERROR (slurmstepd could not open the job's stdin/stdout/stderr, e.g. its --output file)",
+    4022: "ESLURMD_PROLOG_FAILED (the node's Prolog failed)",
+}
+
+
+def launch_error_hint(reason: str) -> str:
+    """For ``RaisedSignal:N`` whose N is a launch error's low 7 bits, what the launch error likely was; else ""."""
+    found = re.match(r"RaisedSignal:(\d+)", reason or "")
+    if not found:
+        return ""
+    signal = int(found.group(1))
+    named = [f"{code} {what}" for code, what in LAUNCH_ERRORS.items() if code & 0x7F == signal]
+    return f"RaisedSignal:{signal} is likely slurmd launch error " + " or ".join(named) if named else ""
+
 
 #: Pending reasons with which Slurm says a job can never start as asked (a request beyond every node of the
 #: partition, a constraint no node has): waiting out a timeout would only hold up the checks queued behind it.

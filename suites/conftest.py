@@ -39,6 +39,21 @@ def _cohort_preflight(workers: list[str]) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
+    """Jobs checks need long before they run (pytest_slurmflox/early.py): submitted once per run as soon as the
+    pre-flight passed, so a time limit's minute runs beside the other checks."""
+    from pytest_slurmflox.early import early_jobs, submit_early
+    from pytest_slurmflox.submit import Jobs
+
+    run_id = slurmflox_state.run_id
+
+    def jobs_for(label: str) -> Jobs:
+        return Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label=label, partition=target.spec.partition)
+
+    submit_early(early_jobs(request.session.items), run_id, jobs_for)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _declared_login_answers(target) -> None:
     """The login endpoint (and Slurm behind it) is declared by every target file: when it does not answer, every
     check FAILS with the error instead of SKIPping as if the target had no Slurm."""

@@ -1,8 +1,9 @@
 """T7: arrays, dependencies, hold/release, scancel and time limits behave as Slurm defines them.
 
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
-check is marked ``long_wait`` (Slurm enforces limits in whole minutes, checked periodically): the plugin runs it
-first, so under the default concurrent run its wait overlaps the other checks instead of adding to them.
+job is an early job (Slurm enforces limits in whole minutes, checked periodically): submitted once per run right
+after the pre-flight (pytest_slurmflox/early.py), it runs beside every other check, and the check, ordered last,
+collects what Slurm did with it.
 
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from pytest_slurmflox.early import SINCE, EarlyJob, claim
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
@@ -24,9 +26,14 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
 
 SLEEP = "#!/bin/bash\nsleep {s}\n"
 
+#: The job's limit in minutes (what Slurm may add before it acts: :func:`pytest_slurmflox.waits.limit_timeout`).
+LIMIT_MINUTES = 1
+#: Asks for 1 minute, would run 10: Slurm must end it with TIMEOUT.
+TIME_LIMITED = EarlyJob("T7-timelimit", SLEEP.format(s=600), (f"--time={LIMIT_MINUTES}",))
+
 
 @pytest.fixture
-def time_limited_job(target, slurmflox_state):
+def time_limited_job(request, target, slurmflox_state):
     """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT. (Its name carries a nonce
     (submit.Jobs.name), so cleanup by name never ends another check's or another xdist worker's job.)"""
     jobs = Jobs(
@@ -36,7 +43,9 @@ def time_limited_job(target, slurmflox_state):
         label="T7-timelimit",
         partition=target.spec.partition,
     )
-    job = jobs.sbatch(SLEEP.format(s=600), f"--time={LIMIT_MINUTES}")
+    job, since = claim(TIME_LIMITED, jobs)
+    if since is not None:  # the check's span starts at the early submission (report timeline, benchmark)
+        request.node.user_properties.append((SINCE, since))
     yield jobs, job
     jobs.cleanup()
 
@@ -136,11 +145,7 @@ def test_scancel_ends_a_running_job(submit):
     requirement(state.state == "CANCELLED", "scancel ends a running job as CANCELLED", str(state))
 
 
-#: The job's limit in minutes (what Slurm may add before it acts: :func:`pytest_slurmflox.waits.limit_timeout`).
-LIMIT_MINUTES = 1
-
-
-@pytest.mark.long_wait
+@pytest.mark.long_wait(early=TIME_LIMITED)
 def test_time_limit_is_enforced(time_limited_job):
     jobs, job = time_limited_job
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.concurrency import AUTO_WORKERS, workers_wanted
+from pytest_slurmflox.early import EarlyJob, early_jobs
 
 CHECKS = """
 import pytest
+from pytest_slurmflox.early import EarlyJob
 pytestmark = pytest.mark.acceptance
 
 @pytest.mark.T7
@@ -19,13 +21,32 @@ def test_long(): pass
 
 @pytest.mark.T3
 def test_b(): pass
+
+@pytest.mark.T7
+@pytest.mark.long_wait(early=EarlyJob("x", "#!/bin/bash\\n"))
+def test_early(): pass
 """
 
 
-def test_long_waits_run_first_and_the_rest_keeps_its_order(pytester: pytest.Pytester):
+def test_long_waits_first_early_jobs_last_and_the_rest_keeps_its_order(pytester: pytest.Pytester):
     pytester.makepyfile(test_checks=CHECKS)
     result = pytester.runpytest("-m", "acceptance", "-v", "-p", "no:randomly")
-    result.stdout.fnmatch_lines(["*::test_long PASSED*", "*::test_a PASSED*", "*::test_b PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*::test_long PASSED*", "*::test_a PASSED*", "*::test_b PASSED*", "*::test_early PASSED*"]
+    )
+
+
+class _Item:
+    def __init__(self, **kwargs):
+        self.mark = pytest.mark.long_wait(**kwargs).mark if kwargs is not None else None
+
+    def get_closest_marker(self, name):
+        return self.mark
+
+
+def test_early_jobs_of_the_selected_checks_once_each():
+    job = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))
+    assert early_jobs([_Item(early=job), _Item(early=job), _Item()]) == [job]
 
 
 @pytest.mark.parametrize(("text", "wanted"), [(None, AUTO_WORKERS), ("auto", AUTO_WORKERS), ("0", 0), ("3", 3)])
