@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -11,6 +12,12 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pytest_slurmflox.substrates.local import LocalSubstrate
 
 #: The groups the default acceptance must PASS on a local cluster (trixie's run, tests/test_acceptance_local.py, and
 #: bookworm's, tests/test_bookworm_local.py, assert the same list).
@@ -41,11 +48,6 @@ def group_verdicts(output: str) -> dict[str, str]:
     return dict(found)
 
 
-def passed_groups(passed: list[str]) -> set[str]:
-    """The groups (suite modules) with at least one PASSED check."""
-    return {name.split("::", 1)[0] for name in passed}
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -60,6 +62,19 @@ class Run:
 
     def outcomes(self, outcome: str) -> list[str]:
         return sorted(k for k, (o, _) in self.cases.items() if o == outcome)
+
+    def messages(self, outcome: str = "failure") -> str:
+        """The JUnit messages (message attribute and text) of every case with ``outcome``, one string to search."""
+        return "\n".join(m for o, m in self.cases.values() if o == outcome)
+
+    def in_module(self, module: str, outcome: str = "passed") -> list[str]:
+        """The cases of one suite module (``test_t05_interactive``) with ``outcome``."""
+        return [name for name in self.outcomes(outcome) if name.startswith(module + "::")]
+
+
+#: What an integration module's ``deployment`` fixture yields: home dir, work dir, the options that keep the
+#: deployment private (``private_deployment``), and the run that brought it up.
+Deployment = tuple[Path, Path, tuple[str, ...], Run]
 
 
 def clean_env() -> dict[str, str]:
@@ -130,3 +145,87 @@ def run_pytest(cwd: Path, *args: str, timeout: float = 1500) -> Run:
                     outcome, message = tag, (el.get("message") or "") + (el.text or "")
             cases[name] = (outcome, message)
     return Run(proc.returncode, proc.stdout + proc.stderr, cases)
+
+
+def local_substrate(workdir: Path, **cli: str) -> LocalSubstrate:
+    """The local substrate of the deployment recorded in ``workdir``, with settings resolved as the plugin resolves
+    them (``cli``: further CLI-level settings the deployment was made with, e.g. ``LOCAL_SUITE="bookworm"``), so a
+    test reaches the very nodes a run used. Silent: its progress lines are no test's business."""
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+
+    settings = resolve(cli={"WORKDIR": str(workdir), **cli}, substrate="local").settings
+    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+
+
+def node_sh(workdir: Path, node: str, command: str) -> str:
+    """``command`` as root in ``node`` of the deployment in ``workdir``; it must succeed (a mutation or restore that
+    did not happen would make the verdict that follows meaningless). Its stdout."""
+    result = local_substrate(workdir).node_runner(node).run(command)
+    assert result.ok, result.describe()
+    return result.stdout
+
+
+def run_checks(deployment: Deployment, *select: str) -> Run:
+    """The checks ``select`` picks (``-m``/``-k``), run as a user runs them against the recorded deployment."""
+    home, _, common, _ = deployment
+    return run_pytest(home, *select, *common, timeout=600)
+
+
+def mutated(deployment: Deployment, node_commands: dict[str, tuple[str, str]], *select: str) -> Run:
+    """Per node, a (break, restore) pair of root commands: apply every break, run the selected checks, then run every
+    restore whatever happened, so the next test starts from the healthy cluster."""
+    _, workdir, _, _ = deployment
+    try:
+        for node, (breaks, _restore) in node_commands.items():
+            node_sh(workdir, node, breaks)
+        return run_checks(deployment, *select)
+    finally:
+        for node, (_breaks, restore) in node_commands.items():
+            node_sh(workdir, node, restore)
+
+
+def passes_again(deployment: Deployment, *select: str) -> Run:
+    """The same selection after restoring: nothing fails or errors and something passes (SKIPs only for
+    capabilities the target lacks), so the failure before came from the mutation and from nothing else."""
+    run = run_checks(deployment, *select)
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("passed"), run.output[-3000:]
+    return run
+
+
+@contextlib.contextmanager
+def deployed(
+    tmp_path_factory, name: str, *up: str, options: tuple[str, ...] = (), timeout: float = 1500
+) -> Iterator[Deployment]:
+    """A private local deployment for one test module: brought up the way a user does it (``--slurmflox-up=local``
+    plus ``up``, e.g. ``-m T5``), with ``options`` (e.g. ``--slurmflox-local-suite=bookworm``) on every later run
+    and on destroy too; destroyed afterwards whatever happened, a failed or timed-out ``up`` included."""
+    home, workdir, common = private_deployment(tmp_path_factory, name)
+    common = (*common, *options)
+    try:
+        first = run_pytest(home, "--slurmflox-up=local", *up, *common, timeout=timeout)
+        yield home, workdir, common, first
+    finally:
+        print(destroy(home, common)[-2000:])
+
+
+def assert_local_acceptance(run: Run) -> dict[str, str]:
+    """A default acceptance run on a local cluster: it ran, nothing failed or errored, every group a local cluster
+    can pass PASSed (``LOCAL_MUST_PASS`` modules, ``LOCAL_PASS_GROUPS`` verdicts) and every SKIP names a capability a
+    local cluster lacks (``LOCAL_MISSING_CAPABILITIES``). The skipped cases and their messages."""
+    print(run.output[-6000:])
+    assert run.cases, run.output[-4000:]
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-8000:]
+    assert run.rc == 0, run.output[-4000:]
+    passed = run.outcomes("passed")
+    missing = [module for module in LOCAL_MUST_PASS if not run.in_module(module)]
+    assert not missing, (missing, passed)
+    verdicts = group_verdicts(run.output)
+    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
+    skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
+    # Only what needs Kubernetes or the Flox shim may skip on the local substrate.
+    for name, message in skipped.items():
+        assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
+    print(f"PASSED {len(passed)}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
+    return skipped

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 from acceptance_helpers import (
-    LOCAL_MISSING_CAPABILITIES,
-    LOCAL_MUST_PASS,
-    LOCAL_PASS_GROUPS,
-    Run,
-    destroy,
-    group_verdicts,
-    private_deployment,
+    assert_local_acceptance,
+    deployed,
+    local_substrate,
+    mutated,
+    node_sh,
+    passes_again,
     run_pytest,
 )
 
@@ -35,71 +33,14 @@ PROFILE = "/run/flox-task-profile/current"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "acceptance")
     # serial on purpose: the reference the concurrent default run is compared with (test_xdist_...)
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", "--slurmflox-workers=0", *common)
-    try:
-        yield home, workdir, common, first
-    finally:
-        print(destroy(home, common)[-2000:])
+    with deployed(tmp_path_factory, "acceptance", "-m", "acceptance", "--slurmflox-workers=0") as recorded:
+        yield recorded
 
 
 def test_acceptance_run_passes_everything_it_can_and_skips_the_rest_with_reasons(deployment):
     _, _, _, run = deployment
-    print(run.output[-6000:])
-    assert run.cases, run.output[-4000:]
-    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-8000:]
-    assert run.rc == 0, run.output[-4000:]
-    skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
-    for name, message in skipped.items():
-        assert "missing capability" in message, (name, message)
-    # Only what needs Kubernetes or the Flox shim may skip on the local substrate.
-    for name, message in skipped.items():
-        assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
-    passed = run.outcomes("passed")
-    for module in LOCAL_MUST_PASS:
-        assert any(p.startswith(module + "::") for p in passed), (module, passed)
-    verdicts = group_verdicts(run.output)
-    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
-    print(f"PASSED {len(passed)}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
-
-
-def _node(workdir: Path, name: str):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None).node_runner(name)
-
-
-def _sh(workdir: Path, node: str, command: str) -> None:
-    result = _node(workdir, node).run(command)
-    assert result.ok, result.describe()
-
-
-def _mutated(deployment, node_commands: dict[str, tuple[str, str]], *select: str) -> Run:
-    """Apply (break) commands per node, run the selected checks, then always run the restore commands."""
-    home, workdir, common, _ = deployment
-    try:
-        for node, (breaks, _restore) in node_commands.items():
-            _sh(workdir, node, breaks)
-        return run_pytest(home, *select, *common, timeout=600)
-    finally:
-        for node, (_breaks, restore) in node_commands.items():
-            _sh(workdir, node, restore)
-
-
-def _passes_again(deployment, *select: str) -> Run:
-    """The same selection after restoring: every check passes (SKIPs only for capabilities the target lacks)."""
-    home, _, common, _ = deployment
-    run = run_pytest(home, *select, *common, timeout=600)
-    assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("passed"), run.output[-3000:]
-    return run
-
-
-def _messages(run: Run, outcome: str = "failure") -> str:
-    return "\n".join(m for o, m in run.cases.values() if o == outcome)
+    assert_local_acceptance(run)
 
 
 def _profile_edit(file: str, sed: str) -> str:
@@ -115,9 +56,9 @@ def test_flipped_path_policy_fails_tp(deployment):
     cmds = {
         w: (_profile_edit("path-precedence", flip), _profile_restore("path-precedence")) for w in ("worker1", "worker2")
     }
-    run = _mutated(deployment, cmds, "-m", "TP", "-k", "srun and default")
+    run = mutated(deployment, cmds, "-m", "TP", "-k", "srun and default")
     assert run.outcomes("failure"), run.output[-3000:]
-    assert "PATH is " in _messages(run) and "expected" in _messages(run), run.output[-3000:]
+    assert "PATH is " in run.messages() and "expected" in run.messages(), run.output[-3000:]
 
 
 def test_extra_non_allow_listed_variable_fails_t3(deployment):
@@ -127,39 +68,29 @@ def test_extra_non_allow_listed_variable_fails_t3(deployment):
             _profile_restore("exports"),
         )
     }
-    run = _mutated(deployment, cmds, "-m", "T3")
+    run = mutated(deployment, cmds, "-m", "T3")
     failed = run.outcomes("failure")
     assert any("exports_exactly_the_allow_listed" in f for f in failed), run.output[-3000:]
-    assert "extra ['SFX_SMUGGLED']" in _messages(run), run.output[-3000:]
+    assert "extra ['SFX_SMUGGLED']" in run.messages(), run.output[-3000:]
 
 
 def test_profile_removed_from_one_worker_fails_t3(deployment):
     cmds = {"worker2": (f"mv {PROFILE} {PROFILE}.sfx-moved", f"mv {PROFILE}.sfx-moved {PROFILE}")}
-    run = _mutated(deployment, cmds, "-m", "T3")
+    run = mutated(deployment, cmds, "-m", "T3")
     assert run.outcomes("failure"), run.output[-3000:]
 
 
 def test_worker_with_another_revision_fails_t11(deployment):
     other = "sha256:" + "0" * 64
     cmds = {"worker1": (_profile_edit("revision", f"'s/^.*$/{other}/'"), _profile_restore("revision"))}
-    run = _mutated(deployment, cmds, "-m", "T11")
+    run = mutated(deployment, cmds, "-m", "T11")
     assert any("reports_the_expected_revision" in f for f in run.outcomes("failure")), run.output[-3000:]
 
 
 def test_shared_home_unmounted_on_one_worker_fails_t9(deployment):
     cmds = {"worker2": ("mount -t tmpfs -o mode=1777 sfx-hide-home /home", "umount /home")}
-    run = _mutated(deployment, cmds, "-m", "T9")
+    run = mutated(deployment, cmds, "-m", "T9")
     assert any("write_on_one_worker" in f for f in run.outcomes("failure")), run.output[-3000:]
-
-
-def _node_annotations(workdir: Path, name: str) -> dict:
-    """What the substrate recorded for a node on the host (the owner's record, not the worker's)."""
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None).node(name).annotations()
 
 
 def test_other_generations_content_under_the_pinned_path_fails_t2(deployment):
@@ -168,15 +99,16 @@ def test_other_generations_content_under_the_pinned_path_fails_t2(deployment):
     from pytest_slurmflox.substrates.local import image, nix
 
     _, workdir, _, _ = deployment
-    pinned = _node_annotations(workdir, "worker1")["realized_path"]
+    # what the substrate recorded for the node on the host (the owner's record, not the worker's)
+    pinned = local_substrate(workdir).node("worker1").annotations()["realized_path"]
     other = nix.NixStore(image.cache_root() / "nix").realize("local/demo:2")
     cmds = {"worker1": (f"mount --bind {other} {pinned}", f"umount {pinned}")}
-    run = _mutated(deployment, cmds, "-m", "T2 or T3 or TP or T11")
+    run = mutated(deployment, cmds, "-m", "T2 or T3 or TP or T11")
     failed = run.outcomes("failure")
     assert any("test_every_worker_has_the_pinned_generations_content" in f for f in failed), run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert "worker1: content at " + pinned in message and "worker2:" not in message, message[-3000:]
-    _passes_again(deployment, "-m", "T2")
+    passes_again(deployment, "-m", "T2")
 
 
 def test_task_prolog_adding_variables_fails_tp_and_t10(deployment):
@@ -188,30 +120,30 @@ def test_task_prolog_adding_variables_fails_tp_and_t10(deployment):
         f"cp {prolog} /tmp/.sfx-task-prolog.sh && sed -i 's|^exit 0$|{extra}|' /tmp/.sfx-task-prolog.sh && "
         f"grep -q LD_LIBRARY_PATH /tmp/.sfx-task-prolog.sh && mount --bind /tmp/.sfx-task-prolog.sh {prolog}"
     )
-    run = _mutated(deployment, {"worker1": (breaks, f"umount {prolog}")}, "-m", "TP or T10")
+    run = mutated(deployment, {"worker1": (breaks, f"umount {prolog}")}, "-m", "TP or T10")
     failed = run.outcomes("failure")
     assert any(f.startswith("test_tp_provenance::test_srun_task_environment") for f in failed), run.output[-3000:]
     assert any(f.startswith("test_tp_provenance::test_sbatch_task_environment") for f in failed), run.output[-3000:]
     assert any("no_pod_or_floxhub_credentials" in f for f in failed), run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert "unexpected variable LD_LIBRARY_PATH='/opt/x'" in message, message[-3000:]
     assert "unexpected variable FLOXHUB_TOKEN" in message and "found ['FLOXHUB_TOKEN']" in message, message[-3000:]
     assert "on worker2" not in message, message[-3000:]
-    _passes_again(deployment, "-m", "TP or T10")
+    passes_again(deployment, "-m", "TP or T10")
 
 
 def test_login_commands_not_executable_fail_t9(deployment):
     """Issue case 4: squeue and srun non-executable on the login endpoint; each client command is checked alone."""
     tools = "/usr/bin/squeue /usr/bin/srun"
     cmds = {"login": (f"chmod a-x {tools}", f"chmod 0755 {tools}")}
-    run = _mutated(deployment, cmds, "-m", "T9", "-k", "client_command")
+    run = mutated(deployment, cmds, "-m", "T9", "-k", "client_command")
     failed = run.outcomes("failure")
     assert failed == [
         "test_t09_storage_login::test_login_endpoint_has_the_slurm_client_command[squeue]",
         "test_t09_storage_login::test_login_endpoint_has_the_slurm_client_command[srun]",
     ], run.output[-3000:]
     assert len(run.outcomes("passed")) == 3, run.output[-3000:]
-    _passes_again(deployment, "-m", "T9")
+    passes_again(deployment, "-m", "T9")
 
 
 def test_missing_allow_listed_variable_fails_t3_and_tp(deployment):
@@ -223,11 +155,11 @@ def test_missing_allow_listed_variable_fails_t3_and_tp(deployment):
             _profile_restore("exports"),
         )
     }
-    run = _mutated(deployment, cmds, "-m", "T3 or TP", "-k", "exports or srun and NONE")
-    message = _messages(run)
+    run = mutated(deployment, cmds, "-m", "T3 or TP", "-k", "exports or srun and NONE")
+    message = run.messages()
     assert "missing ['SLURMFLOX_DEMO_GENERATION']" in message, run.output[-3000:]
     assert "allow-listed SLURMFLOX_DEMO_GENERATION is None" in message, run.output[-3000:]
-    _passes_again(deployment, "-m", "T3 or TP", "-k", "exports or srun and NONE")
+    passes_again(deployment, "-m", "T3 or TP", "-k", "exports or srun and NONE")
 
 
 def test_unready_worker_in_the_partition_fails_the_cohort(deployment):
@@ -238,29 +170,29 @@ def test_unready_worker_in_the_partition_fails_the_cohort(deployment):
             "scontrol update nodename=worker2 state=resume",
         )
     }
-    run = _mutated(deployment, cmds, "-m", "T2")
+    run = mutated(deployment, cmds, "-m", "T2")
     # the cohort pre-flight (#16) decides it in the first check's setup: an error there, every check blocked by it
     assert "test_t02_pinned_realization::test_cohort_is_what_slurm_lists_and_the_owner_owns" in run.outcomes("error"), (
         run.output[-3000:]
     )
-    assert "worker2 is in partition all but not serving (state drained)" in _messages(run, "error"), run.output[-3000:]
+    assert "worker2 is in partition all but not serving (state drained)" in run.messages("error"), run.output[-3000:]
     assert run.outcomes("skipped") == [] or all(
         "missing capability kubernetes" in m for o, m in run.cases.values() if o == "skipped"
     ), run.output[-3000:]
-    _passes_again(deployment, "-m", "T2")
+    passes_again(deployment, "-m", "T2")
 
 
 def test_drained_worker_fails_the_preflight_fast_and_blocks_the_run(deployment):
     """#16: the default acceptance run with one worker drained reports the pre-flight FAIL naming that worker
     within 60 s, every other check blocked by the same cause (no check waits for its own timeout)."""
     home, workdir, common, _ = deployment
-    _sh(workdir, "ctl", "scontrol update nodename=worker2 state=drain reason=sfx-preflight")
+    node_sh(workdir, "ctl", "scontrol update nodename=worker2 state=drain reason=sfx-preflight")
     try:
         began = time.monotonic()
         run = run_pytest(home, "-m", "acceptance", *common, timeout=600)
         elapsed = time.monotonic() - began
     finally:
-        _sh(workdir, "ctl", "scontrol update nodename=worker2 state=resume")
+        node_sh(workdir, "ctl", "scontrol update nodename=worker2 state=resume")
     assert elapsed < 60, f"the drained-worker run took {elapsed:.0f} s"
     assert run.outcomes("passed") == [], run.output[-3000:]
     blocked = [m for o, m in run.cases.values() if o == "error"]
@@ -283,9 +215,9 @@ def test_node_its_owner_does_not_list_fails_the_cohort(deployment):
     finally:
         state_file.write_text(original)
     # The cohort is established by a fixture, so its FAIL reaches JUnit as an error of each check that needs it.
-    said = _messages(run) + _messages(run, "error")
+    said = run.messages() + run.messages("error")
     assert "worker2 is in partition all but its owner does not list it (foreign)" in said, run.output[-3000:]
-    _passes_again(deployment, "-m", "T2", "-k", "cohort")
+    passes_again(deployment, "-m", "T2", "-k", "cohort")
 
 
 def test_declared_but_unreachable_kubernetes_fails_instead_of_skipping(deployment, tmp_path):
@@ -313,7 +245,7 @@ def test_declared_but_unreachable_kubernetes_fails_instead_of_skipping(deploymen
     failed = run.outcomes("failure")
     assert "test_t04_ordinary_sbatch::test_submission_creates_no_kubernetes_object" in failed, run.output[-3000:]
     assert any(f.startswith("test_t01_flox_shim::") for f in failed), run.output[-3000:]
-    assert "declared capability kubernetes" in _messages(run), run.output[-3000:]
+    assert "declared capability kubernetes" in run.messages(), run.output[-3000:]
     assert not any("missing capability kubernetes" in m for _, m in run.cases.values()), run.output[-3000:]
     plain = run_pytest(home, "-m", "T1 or T4", *common, timeout=600)
     assert plain.outcomes("failure") == [] and all(

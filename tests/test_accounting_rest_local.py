@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 import yaml
-from acceptance_helpers import destroy, private_deployment, run_pytest
+from acceptance_helpers import deployed, local_substrate, run_pytest
 
 from pytest_slurmflox.expectations import slurm_sets
 from pytest_slurmflox.run import SSHRunner
@@ -28,12 +28,8 @@ ENV_PROBE = "#!/bin/bash\n/usr/bin/env -0 < /dev/null | /usr/bin/tr '\\0\\n' '\\
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "acctrest")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "TA or TR", *common, timeout=900)
-    try:
-        yield home, workdir, common, first
-    finally:
-        print(destroy(home, common)[-2000:])
+    with deployed(tmp_path_factory, "acctrest", "-m", "TA or TR", timeout=900) as recorded:
+        yield recorded
 
 
 @pytest.fixture(scope="module")
@@ -178,12 +174,7 @@ def test_mutation_broken_token_fails_tr(deployment, tmp_path):
 
 def test_mutation_stopped_slurmdbd_fails_ta_not_skip(deployment):
     home, workdir, common, _ = deployment
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    db = LocalSubstrate(settings, Workdir(workdir), lambda _line: None).node_runner("db")
+    db = local_substrate(workdir).node_runner("db")
     stop = db.run("kill -TERM $(cat /run/slurmdbd/slurmdbd.pid)")
     assert stop.ok, stop.describe()
     try:

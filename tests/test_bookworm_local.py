@@ -18,16 +18,7 @@ import re
 import time
 
 import pytest
-from acceptance_helpers import (
-    LOCAL_MISSING_CAPABILITIES,
-    LOCAL_MUST_PASS,
-    LOCAL_PASS_GROUPS,
-    destroy,
-    group_verdicts,
-    passed_groups,
-    private_deployment,
-    run_pytest,
-)
+from acceptance_helpers import assert_local_acceptance, deployed, local_substrate
 
 pytestmark = pytest.mark.integration
 
@@ -36,29 +27,17 @@ SUITE = "bookworm"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, SUITE)
-    common = (*common, f"--slurmflox-local-suite={SUITE}")
     t0 = time.monotonic()
-    try:
-        run = run_pytest(home, "--slurmflox-up=local", "-m", "acceptance", *common)
+    with deployed(
+        tmp_path_factory, SUITE, "-m", "acceptance", options=(f"--slurmflox-local-suite={SUITE}",)
+    ) as recorded:
         print(f"[bookworm] up + default acceptance: {time.monotonic() - t0:.1f}s")
-        yield home, workdir, common, run
-    finally:
-        print(destroy(home, common)[-2000:])
-
-
-def _substrate(workdir):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir), "LOCAL_SUITE": SUITE}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+        yield recorded
 
 
 def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
     _, workdir, _, _ = deployment
-    sub = _substrate(workdir)
+    sub = local_substrate(workdir, LOCAL_SUITE=SUITE)
     ctl = sub.node_runner("ctl")
     version = ctl.run("sinfo --version")
     # Debian's build says "slurm-wlm 22.05.8" (upstream: "slurm 22.05.8")
@@ -83,18 +62,7 @@ def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
 
 def test_the_same_groups_pass_as_on_trixie(deployment):
     _, _, _, run = deployment
-    print(run.output[-6000:])
-    assert run.cases, run.output[-4000:]
-    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-8000:]
-    assert run.rc == 0, run.output[-4000:]
-    missing = sorted(set(LOCAL_MUST_PASS) - passed_groups(run.outcomes("passed")))
-    assert not missing, (missing, run.outcomes("passed"))
-    verdicts = group_verdicts(run.output)
-    assert {g for g, v in verdicts.items() if v == "PASS"} == LOCAL_PASS_GROUPS, verdicts
-    skipped = {k: m for k, (o, m) in run.cases.items() if o == "skipped"}
-    for name, message in skipped.items():
-        assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
+    assert_local_acceptance(run)
     # --export=NIL was judged on 22.05 (as the variable list it is there), not skipped
-    nil = [k for k in run.outcomes("passed") if k.startswith("test_tp_provenance::") and "[NIL]" in k]
+    nil = [k for k in run.in_module("test_tp_provenance") if "[NIL]" in k]
     assert len(nil) == 2, run.outcomes("passed")
-    print(f"PASSED {len(run.outcomes('passed'))}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))

@@ -15,34 +15,20 @@ import sys
 import time
 
 import pytest
-from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
+from acceptance_helpers import clean_env, deployed, local_substrate, run_pytest
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "cleanup")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "T5", *common)
-    try:
+    with deployed(tmp_path_factory, "cleanup", "-m", "T5") as (home, workdir, common, first):
         assert first.outcomes("passed"), first.output[-4000:]
         yield home, workdir, common
-    finally:
-        print(destroy(home, common)[-2000:])
-
-
-def _cluster(workdir):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return settings, LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
 
 
 def _run_jobs(workdir, run_id: str) -> list[str]:
-    _, cluster = _cluster(workdir)
-    res = cluster.node_runner("ctl").run("squeue -h -a -o '%i|%j|%T'")
+    res = local_substrate(workdir).node_runner("ctl").run("squeue -h -a -o '%i|%j|%T'")
     assert res.ok, res.describe()
     return [line for line in res.stdout.splitlines() if f"|sfx-{run_id}-" in line]
 
@@ -77,7 +63,8 @@ def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
     from pytest_slurmflox.submit import Jobs
 
     _, workdir, _ = deployment
-    settings, cluster = _cluster(workdir)
+    cluster = local_substrate(workdir)
+    settings = cluster.settings
     login = cluster.node_runner("login", settings.test_user)
     jobs = Jobs(login=login, slurm=SlurmClient(user=login), run_id=f"never{os.getpid()}", label="beyond-every-node")
     t0 = time.monotonic()
@@ -98,8 +85,7 @@ def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
 
 def test_run_files_are_removed_unless_kept(deployment):
     home, workdir, common = deployment
-    settings, _ = _cluster(workdir)
-    runs = workdir / "local" / "home" / settings.test_user / "slurmflox-runs"
+    runs = workdir / "local" / "home" / local_substrate(workdir).settings.test_user / "slurmflox-runs"
     removed = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxgone", *common)
     assert removed.outcomes("passed") and not removed.outcomes("failure"), removed.output[-3000:]
     assert not (runs / "sfxgone").exists(), sorted(p.name for p in runs.iterdir())

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
+from acceptance_helpers import clean_env, deployed, local_substrate, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -28,21 +28,8 @@ TD_CHECKS = (
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "directory")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "TD or TI", *common)
-    try:
-        yield home, workdir, common, first
-    finally:
-        print(destroy(home, common)[-2000:])
-
-
-def _substrate(workdir: Path):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+    with deployed(tmp_path_factory, "directory", "-m", "TD or TI") as recorded:
+        yield recorded
 
 
 def _ok(run) -> None:
@@ -69,7 +56,7 @@ def test_td_passes_on_the_local_substrate(deployment):
 
 def test_no_local_account_for_the_directory_user_anywhere(deployment):
     _, workdir, _, _ = deployment
-    sub = _substrate(workdir)
+    sub = local_substrate(workdir)
     user = sub.settings.test_user
     for node in ("ctl", "login", "worker1", "worker2"):
         res = sub.node_runner(node).run(f"grep -c '^{user}:' /etc/passwd /etc/shadow /etc/group || true")
@@ -111,7 +98,7 @@ def test_a_directory_users_groups_follow_a_directory_change(deployment):
     from pytest_slurmflox.directory import membership_ldif
     from pytest_slurmflox.substrates.local import directory
 
-    sub = _substrate(workdir)
+    sub = local_substrate(workdir)
     s = sub.settings
     group_dn = f"cn={s.test_supp_group},ou=groups,{directory.BASE_DN}"
     job = "srun -N1 -n1 -w worker1 id -G; srun -N1 -n1 -w worker1 id -Gn"
@@ -136,7 +123,7 @@ def test_a_directory_users_groups_follow_a_directory_change(deployment):
 
 def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
     home, workdir, common, _ = deployment
-    sub = _substrate(workdir)
+    sub = local_substrate(workdir)
     s = sub.settings
     entry = f"{s.test_user}:x:{s.test_uid}:{s.test_gid}::/home/{s.test_user}:/bin/bash"
     worker = sub.node_runner("worker1")
@@ -147,7 +134,7 @@ def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
         assert worker.run("cp /tmp/.sfx-passwd /etc/passwd").ok
     failed = run.outcomes("failure")
     assert any("test_no_worker_holds_the_directory_user_or_its_groups" in f for f in failed), run.output[-4000:]
-    message = "\n".join(m for o, m in run.cases.values() if o == "failure")
+    message = run.messages()
     assert "worker1: nothing about" in message and f"passwd:{entry}" in message, message[-3000:]
     assert "worker2: nothing about" not in message, message[-3000:]
     again = run_pytest(home, "-m", "TD", *common, timeout=600)
@@ -170,7 +157,7 @@ def test_no_bind_secret_in_any_report_artifact(deployment):
     raw = secret.read_bytes()
     assert not any(raw in p.read_bytes() for p in artifacts)
     # on the login node the secret and nslcd's config are root's alone (0600 on /run), never the user's
-    sub = _substrate(workdir)
+    sub = local_substrate(workdir)
     denied = sub.node_runner("login", sub.settings.test_user).run(
         "cat /run/slurmflox/ldap-bind.secret /run/slurmflox/nslcd.conf /etc/nslcd.conf"
     )
@@ -203,7 +190,7 @@ def test_a_declared_directory_that_does_not_answer_fails_td(deployment):
     run = run_pytest(home, f"--slurmflox-target={target}", "-m", "TD", *common, timeout=600)
     failed = [name for name in run.outcomes("failure") if "test_td_directory" in name]
     assert len(failed) == len(TD_CHECKS) and not run.outcomes("skipped"), run.output[-4000:]
-    message = "\n".join(m for o, m in run.cases.values() if o == "failure")
+    message = run.messages()
     assert "declared capability directory answers" in message and "ldap://ctl:3899/" in message, message[-3000:]
 
 

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import Run, destroy, private_deployment, run_pytest
+from acceptance_helpers import deployed, local_substrate, mutated, node_sh, passes_again, run_checks
 
 pytestmark = pytest.mark.integration
 
@@ -43,67 +42,13 @@ NO_TIME_LIMIT = ("-k", "not time_limit")
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "mutations")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", GROUPS, *NO_TIME_LIMIT, *common)
-    try:
-        yield home, workdir, common, first
-    finally:
-        print(destroy(home, common)[-2000:])
-
-
-def _substrate(workdir: Path):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
-
-
-def _sh(workdir: Path, node: str, command: str) -> str:
-    result = _substrate(workdir).node_runner(node).run(command)
-    assert result.ok, result.describe()
-    return result.stdout
-
-
-def _run(deployment, *select: str) -> Run:
-    home, _, common, _ = deployment
-    began = time.monotonic()
-    run = run_pytest(home, *select, *common, timeout=600)
-    print(f"[{' '.join(select)}] took {time.monotonic() - began:.1f} s")
-    return run
-
-
-def _mutated(deployment, node_commands: dict[str, tuple[str, str]], *select: str) -> Run:
-    """Apply (break) commands per node, run the selected checks, then always run the restore commands."""
-    _, workdir, _, _ = deployment
-    try:
-        for node, (breaks, _restore) in node_commands.items():
-            _sh(workdir, node, breaks)
-        return _run(deployment, *select)
-    finally:
-        for node, (_breaks, restore) in node_commands.items():
-            _sh(workdir, node, restore)
-
-
-def _passes_again(deployment, *select: str) -> Run:
-    """The same group after restoring: every selected check passes."""
-    run = _run(deployment, *select)
-    assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("passed"), run.output[-3000:]
-    return run
-
-
-def _messages(run: Run, outcome: str = "failure") -> str:
-    return "\n".join(m for o, m in run.cases.values() if o == outcome)
-
-
-def _in_module(run: Run, module: str, outcome: str = "passed") -> list[str]:
-    return [name for name in run.outcomes(outcome) if name.startswith(module + "::")]
+    with deployed(tmp_path_factory, "mutations", "-m", GROUPS, *NO_TIME_LIMIT) as recorded:
+        yield recorded
 
 
 def _live_config(workdir: Path, key: str) -> str:
     """The value slurmctld runs with (``scontrol show config``), so a mutation is known to be in effect."""
-    out = _sh(workdir, "ctl", f"scontrol show config | grep -E '^{key} '")
+    out = node_sh(workdir, "ctl", f"scontrol show config | grep -E '^{key} '")
     return out.split("=", 1)[1].strip()
 
 
@@ -111,17 +56,17 @@ def _live_config(workdir: Path, key: str) -> str:
 def _slurm_conf(workdir: Path, key: str, value: str) -> Iterator[None]:
     """``key=value`` appended to the cluster's slurm.conf (the file every node mounts at /etc/slurm) and applied with
     ``scontrol reconfigure``; the original file and value are back afterwards, whatever happened."""
-    conf = _substrate(workdir).local / "conf" / "slurm.conf"
+    conf = local_substrate(workdir).local / "conf" / "slurm.conf"
     original = conf.read_text()
     before = _live_config(workdir, key)
     try:
         conf.write_text(original + f"{key}={value}\n")
-        _sh(workdir, "ctl", "scontrol reconfigure")
+        node_sh(workdir, "ctl", "scontrol reconfigure")
         assert _live_config(workdir, key) == value
         yield
     finally:
         conf.write_text(original)
-        _sh(workdir, "ctl", "scontrol reconfigure")
+        node_sh(workdir, "ctl", "scontrol reconfigure")
         assert _live_config(workdir, key) == before
 
 
@@ -130,37 +75,37 @@ def test_healthy_cluster_passes_the_groups_mutated_here(deployment):
     assert run.cases, run.output[-4000:]
     assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
     for module in ("test_t05_interactive", "test_t06_mpi", "test_t07_policy", "test_ti_identity"):
-        assert _in_module(run, module), (module, run.output[-3000:])
+        assert run.in_module(module), (module, run.output[-3000:])
 
 
 def test_step_limit_fails_only_t5s_multi_step_job(deployment):
     _, workdir, _, _ = deployment
     with _slurm_conf(workdir, "MaxStepCount", "2"):
-        run = _run(deployment, "-m", "T5 or T6")
+        run = run_checks(deployment, "-m", "T5 or T6")
     assert run.outcomes("failure") == ["test_t05_interactive::test_batch_job_runs_several_steps"], run.output[-3000:]
     assert run.outcomes("error") == [], run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert "three steps ran in order" in message and "Step limit reached" in message, message[-3000:]
-    assert len(_in_module(run, "test_t05_interactive")) == 2 and len(_in_module(run, "test_t06_mpi")) == 2, run.output[
+    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 2, run.output[
         -3000:
     ]
-    _passes_again(deployment, "-m", "T5")
+    passes_again(deployment, "-m", "T5")
 
 
 def test_salloc_not_executable_at_login_fails_only_t5s_salloc_check(deployment):
     """A login image whose salloc cannot run (here: ``chmod a-x``): only salloc + srun FAILS, with the shell's
     reason; srun across workers and the multi-step batch job do not need salloc."""
     _, workdir, _, _ = deployment
-    salloc = _sh(workdir, "login", "command -v salloc").strip()
+    salloc = node_sh(workdir, "login", "command -v salloc").strip()
     assert salloc.startswith("/"), salloc
     breaks = f"stat -c %a {salloc} > /tmp/.sfx-salloc.mode && chmod a-x {salloc}"
     restore = f"chmod $(cat /tmp/.sfx-salloc.mode) {salloc}"
-    run = _mutated(deployment, {"login": (breaks, restore)}, "-m", "T5")
+    run = mutated(deployment, {"login": (breaks, restore)}, "-m", "T5")
     assert run.outcomes("failure") == ["test_t05_interactive::test_salloc_then_srun"], run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert "salloc grants an allocation" in message and "Permission denied" in message, message[-3000:]
-    assert len(_in_module(run, "test_t05_interactive")) == 2, run.output[-3000:]
-    _passes_again(deployment, "-m", "T5")
+    assert len(run.in_module("test_t05_interactive")) == 2, run.output[-3000:]
+    passes_again(deployment, "-m", "T5")
 
 
 def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
@@ -168,27 +113,27 @@ def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
     plugin_dir = _live_config(workdir, "PluginDir").split(":")[0]
     hide = f"cd {plugin_dir} && ls mpi_pmix*.so && for f in mpi_pmix*.so; do mv $f $f.sfx-hidden; done"
     show = f"cd {plugin_dir} && for f in mpi_pmix*.so.sfx-hidden; do mv $f ${{f%.sfx-hidden}}; done"
-    run = _mutated(deployment, {"worker2": (hide, show)}, "-m", "T5 or T6")
+    run = mutated(deployment, {"worker2": (hide, show)}, "-m", "T5 or T6")
     assert run.outcomes("failure") == ["test_t06_mpi::test_mpi_ranks_on_distinct_nodes"], run.output[-3000:]
     assert run.outcomes("error") == [], run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert "two ranks of one MPI world" in message and "failed on node worker2" in message, message[-3000:]
     assert "test_t06_mpi::test_pmix_is_offered" in run.outcomes("passed"), run.output[-3000:]
-    assert len(_in_module(run, "test_t05_interactive")) == 3, run.output[-3000:]
-    _passes_again(deployment, "-m", "T6")
+    assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
+    passes_again(deployment, "-m", "T6")
 
 
 def test_array_size_limit_fails_only_t7s_array_check(deployment):
     _, workdir, _, _ = deployment
     with _slurm_conf(workdir, "MaxArraySize", "2"):
-        run = _run(deployment, "-m", "T7 or T5", *NO_TIME_LIMIT)
+        run = run_checks(deployment, "-m", "T7 or T5", *NO_TIME_LIMIT)
     assert run.outcomes("failure") == ["test_t07_policy::test_job_array_runs_every_task"], run.output[-3000:]
     assert run.outcomes("error") == [], run.output[-3000:]
-    assert "--array=0-3" in _messages(run) and "Invalid job array specification" in _messages(run), run.output[-3000:]
-    assert len(_in_module(run, "test_t07_policy")) == 5 and len(_in_module(run, "test_t05_interactive")) == 3, (
-        run.output[-3000:]
-    )
-    _passes_again(deployment, "-m", "T7", *NO_TIME_LIMIT)
+    assert "--array=0-3" in run.messages() and "Invalid job array specification" in run.messages(), run.output[-3000:]
+    assert len(run.in_module("test_t07_policy")) == 5 and len(run.in_module("test_t05_interactive")) == 3, run.output[
+        -3000:
+    ]
+    passes_again(deployment, "-m", "T7", *NO_TIME_LIMIT)
 
 
 def _passwd_add(entry: str) -> tuple[str, str]:
@@ -207,13 +152,13 @@ def test_local_account_for_the_user_on_workers_fails_ti(deployment):
     same_name = f"{user}:x:{uid + 998}:{gid + 998}::/home/{user}:/bin/bash"
     same_uid = f"builder:x:{uid}:{gid}::/home/builder:/bin/bash"
     cmds = {"worker1": _passwd_add(same_name), "worker2": _passwd_add(same_uid)}
-    run = _mutated(deployment, cmds, "-m", "TI or T5")
+    run = mutated(deployment, cmds, "-m", "TI or T5")
     failed = run.outcomes("failure")
     assert failed == ["test_ti_identity::test_workers_hold_no_local_account_for_the_user"], run.output[-3000:]
-    message = _messages(run)
+    message = run.messages()
     assert f"worker1 has ['{same_name}']" in message and f"worker2 has ['{same_uid}']" in message, message[-3000:]
-    assert len(_in_module(run, "test_t05_interactive")) == 3, run.output[-3000:]
-    _passes_again(deployment, "-m", "TI")
+    assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
+    passes_again(deployment, "-m", "TI")
 
 
 def test_nss_slurm_missing_on_one_worker_fails_ti(deployment):
@@ -225,12 +170,12 @@ def test_nss_slurm_missing_on_one_worker_fails_ti(deployment):
         "! grep -E '^(passwd|group):.*slurm' /etc/nsswitch.conf"
     )
     cmds = {"worker2": (drop, "cp /tmp/.sfx-nsswitch.bak /etc/nsswitch.conf")}
-    run = _mutated(deployment, cmds, "-m", "TI")
+    run = mutated(deployment, cmds, "-m", "TI")
     assert "test_ti_identity::test_task_identity_matches_the_login_identity" in run.outcomes("failure"), run.output[
         -3000:
     ]
-    message = _messages(run)
+    message = run.messages()
     assert "requirement not met: worker2: task identity (numbers and names) equals the login's" in message, message
     assert re.search(r"\|worker2\|uid=\d+ gid=\d+ ", message), message[-3000:]
     assert "requirement not met: worker1" not in message and "on worker1" not in message, message[-3000:]
-    _passes_again(deployment, "-m", "TI")
+    passes_again(deployment, "-m", "TI")

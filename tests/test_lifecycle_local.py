@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import clean_env, destroy, private_deployment, run_pytest
+from acceptance_helpers import clean_env, destroy, local_substrate, private_deployment, run_pytest
 
 from pytest_slurmflox.lifecycle import STEPS
 
@@ -90,10 +90,6 @@ def _target(workdir: Path):
 
 def test_killed_at_every_barrier_step_a_bare_rerun_recovers(cluster):
     home, workdir, common = cluster
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
     table: list[tuple[str, str, str, str]] = []
     policy = "prepend"
     for step in STEPS:
@@ -118,8 +114,7 @@ def test_killed_at_every_barrier_step_a_bare_rerun_recovers(cluster):
         tgt = _target(workdir)
         try:
             part = tgt.slurm.partition_state().state
-            settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-            pool = LocalSubstrate(settings, Workdir(workdir), lambda _l: None).pool()
+            pool = local_substrate(workdir).pool()
             workers = pool.workers()
             desired = pool.desired_revision()
             state = tgt.slurm.wait([job], timeout=120)[job].state

@@ -10,7 +10,7 @@ command's stdout carry it), or the comparison would prove nothing.
 from __future__ import annotations
 
 import pytest
-from acceptance_helpers import destroy, private_deployment, run_pytest
+from acceptance_helpers import destroy, local_substrate, private_deployment, run_pytest
 
 from pytest_slurmflox.substrates.local import sitenoise
 
@@ -29,12 +29,8 @@ def runs(tmp_path_factory):
 
 
 def _login(workdir):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None).node_runner("login", settings.test_user)
+    sub = local_substrate(workdir)
+    return sub.node_runner("login", sub.settings.test_user)
 
 
 def test_the_noise_is_really_there(runs):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import Run, destroy, private_deployment, run_pytest
+from acceptance_helpers import Run, deployed, local_substrate, node_sh, passes_again, run_checks
 
 pytestmark = pytest.mark.integration
 
@@ -30,38 +30,20 @@ OTHER = "local/demo:2"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    home, workdir, common = private_deployment(tmp_path_factory, "t2nix")
-    first = run_pytest(home, "--slurmflox-up=local", "-m", "T2", *common)
-    try:
-        yield home, workdir, common, first
-    finally:
-        print(destroy(home, common)[-2000:])
-        from pytest_slurmflox.substrates.local.cluster import cluster_prefix
+    from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
-        profiles = _store(workdir).profiles_dir
-        assert not profiles.exists(), f"destroy left this deployment's profiles in {profiles}"
-        assert cluster_prefix(workdir) in str(profiles)
-
-
-def _substrate(workdir: Path):
-    from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
-    from pytest_slurmflox.substrates.local import LocalSubstrate
-
-    settings = resolve(cli={"WORKDIR": str(workdir)}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+    with deployed(tmp_path_factory, "t2nix", "-m", "T2") as recorded:
+        yield recorded
+    _, workdir, _, _ = recorded
+    profiles = _store(workdir).profiles_dir
+    assert not profiles.exists(), f"destroy left this deployment's profiles in {profiles}"
+    assert cluster_prefix(workdir) in str(profiles)
 
 
 def _store(workdir: Path):
     from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
 
-    return LocalWorkerPool(_substrate(workdir)).nix_store()
-
-
-def _sh(workdir: Path, node: str, command: str) -> str:
-    result = _substrate(workdir).node_runner(node).run(command)
-    assert result.ok, result.describe()
-    return result.stdout
+    return LocalWorkerPool(local_substrate(workdir)).nix_store()
 
 
 def _generation(store, worker: str) -> int:
@@ -73,8 +55,7 @@ def _generation(store, worker: str) -> int:
 
 
 def _t2(deployment) -> Run:
-    home, _, common, _ = deployment
-    return run_pytest(home, "-m", "T2", *common, timeout=600)
+    return run_checks(deployment, "-m", "T2")
 
 
 def _store_check_fails_naming(run: Run, *said: str, also: tuple[str, ...] = ()) -> str:
@@ -90,9 +71,9 @@ def _store_check_fails_naming(run: Run, *said: str, also: tuple[str, ...] = ()) 
 
 
 def _passes_again(deployment) -> None:
-    run = _t2(deployment)
+    """T2 after restoring: nothing in it fails (``passes_again``), and the store check itself is among what passed."""
+    run = passes_again(deployment, "-m", "T2")
     assert run.cases.get(CHECK, ("absent", ""))[0] == "passed", run.output[-3000:]
-    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-3000:]
 
 
 def test_t2_passes_on_the_fresh_deployment_with_per_deployment_profiles(deployment):
@@ -106,7 +87,7 @@ def test_t2_passes_on_the_fresh_deployment_with_per_deployment_profiles(deployme
         profile = store.profile(worker)
         assert f"/workers/{store.deployment}/{worker}" in profile
         # what the node activated is what its profile pins (node-init: FLOX_ENV = readlink -e NIX_PROFILE)
-        assert _sh(workdir, worker, "cat /run/flox-task-profile/current/realized-path").strip() == expected
+        assert node_sh(workdir, worker, "cat /run/flox-task-profile/current/realized-path").strip() == expected
 
 
 def test_one_changed_byte_in_worker1s_store_path_fails_t2(deployment):
@@ -114,7 +95,7 @@ def test_one_changed_byte_in_worker1s_store_path_fails_t2(deployment):
     expected = _store(workdir).expected_path(PINNED)
     target = f"{expected}/bin/slurmflox-demo"
     copy = "/tmp/.sfx-t2-byte"
-    _sh(
+    node_sh(
         workdir,
         "worker1",
         f"cp {target} {copy} && printf '#' | dd of={copy} bs=1 seek=2 conv=notrunc status=none && "
@@ -123,7 +104,7 @@ def test_one_changed_byte_in_worker1s_store_path_fails_t2(deployment):
     try:
         run = _t2(deployment)
     finally:
-        _sh(workdir, "worker1", f"umount {target} && rm -f {copy}")
+        node_sh(workdir, "worker1", f"umount {target} && rm -f {copy}")
     # the content digest check (the provider's listing, recomputed on the worker) sees the same byte
     content = "test_t02_pinned_realization::test_every_worker_has_the_pinned_generations_content"
     _store_check_fails_naming(run, f"worker1: {expected} on the worker has NAR hash", "was modified", also=(content,))
