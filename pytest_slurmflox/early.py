@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .signoff import SINCE
+from .signoff import SINCE, UNTIL
 from .submit import Jobs
 
-__all__ = ["SINCE", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
+__all__ = ["SINCE", "UNTIL", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ EXCERPT = 1500
 #: The report property saying when a check's work began before its setup (epoch seconds): a job submitted for it
 #: early in the run (pytest_slurmflox/early.py). Its span, not its pytest duration, is what it cost the run.
 SINCE = "slurmflox_since"
+#: The report property saying when what a check waited for on Slurm ended (epoch seconds, Slurm's EndTime): a check
+#: ordered last to collect an early job ends its span there, not when it got round to collecting.
+UNTIL = "slurmflox_until"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -46,12 +49,22 @@ class Check:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     start: float = 0.0  #: wall clock (epoch seconds) of its setup, for the report's timeline
     stop: float = 0.0  #: wall clock of its teardown's end
+    until: float = 0.0  #: when what it waited for on Slurm ended, if it said (:data:`UNTIL`)
     runner: str = ""  #: the pytest-xdist worker that ran it ("" in a single process)
 
     @property
     def requirement_id(self) -> str:
         """Group plus node id: stable across runs, and says which requirement the check stands for."""
         return f"{self.group or NO_GROUP}:{self.nodeid}"
+
+    @property
+    def span(self) -> float | None:
+        """Wall seconds from its first action (an early job's submission, else its setup) to the end of its wait on
+        Slurm when it recorded one, else to its teardown's end: what the check cost the run, whatever its order."""
+        if not (self.start and self.stop):
+            return None
+        end = min(self.stop, self.until) if self.until else self.stop
+        return round(max(0.0, end - self.start), 3)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -63,7 +76,7 @@ class Check:
             "skip_reason": self.reason if self.verdict == SKIP else None,
             "failure": (self.failure or self.reason) if self.verdict == FAIL else None,
             "duration": round(self.duration, 4),
-            "span": round(self.stop - self.start, 3) if self.start and self.stop else None,
+            "span": self.span,
             "evidence": self.evidence,
         }
 
@@ -119,6 +132,8 @@ class CheckCollector:
                     check.evidence.append({"command": "(unreadable evidence)", "stdout": value[:EXCERPT]})
             elif name == SINCE and isinstance(value, (int, float)) and value > 0:
                 check.start = min(check.start, float(value)) if check.start else float(value)
+            elif name == UNTIL and isinstance(value, (int, float)) and value > 0:
+                check.until = float(value)
             elif name == "slurmflox_facts" and isinstance(value, str):
                 with contextlib.suppress(ValueError):
                     self.facts.update({str(k): str(v) for k, v in json.loads(value).items()})

@@ -246,6 +246,13 @@ class SlurmClient:
         res = self.user.run("scontrol -o show job", job_id).check()
         return parse_kv_line(res.stdout.splitlines()[0])
 
+    def end_time(self, job_id: str) -> float | None:
+        """When Slurm ended the job (epoch seconds, ``EndTime`` with ``SLURM_TIME_FORMAT=%s``), None while it has
+        not ended or when the controller no longer knows it. The cluster's clock: a measurement, never a verdict."""
+        res = self.user.run("scontrol -o show job", job_id, env={"SLURM_TIME_FORMAT": "%s"})
+        found = re.search(r"\bEndTime=(\d+)\b", res.stdout) if res.ok else None
+        return float(found.group(1)) if found else None
+
     def jobs(self, job_ids: Iterable[str]) -> dict[str, JobState]:
         """One ``squeue`` call for all the given jobs (array tasks included, keyed by their own id)."""
         ids = sorted(set(job_ids))

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from pytest_slurmflox.early import SINCE, EarlyJob, claim
+from pytest_slurmflox.early import SINCE, UNTIL, EarlyJob, claim
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
@@ -146,9 +146,12 @@ def test_scancel_ends_a_running_job(submit):
 
 
 @pytest.mark.long_wait(early=TIME_LIMITED)
-def test_time_limit_is_enforced(time_limited_job):
+def test_time_limit_is_enforced(request, time_limited_job):
     jobs, job = time_limited_job
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.
     jobs.wait(job, timeout=queue_timeout(), until=frozenset({"RUNNING"}) | TERMINAL_STATES)
     state = jobs.wait(job, timeout=limit_timeout(LIMIT_MINUTES))[job]
+    ended = jobs.slurm.end_time(job)  # the span ends when Slurm ended the job, not when this check, last, looked
+    if ended:
+        request.node.user_properties.append((UNTIL, ended))
     requirement(state.state == "TIMEOUT", "a job past its time limit ends with TIMEOUT", str(state))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.signoff import SINCE, CheckCollector
+from pytest_slurmflox.signoff import SINCE, UNTIL, CheckCollector
 
 
 def _report(when: str, start: float, stop: float, props: list) -> pytest.TestReport:
@@ -39,3 +39,12 @@ def test_without_an_early_job_the_span_is_setup_to_teardown():
     for when, start, stop in (("setup", 10.0, 11.0), ("call", 11.0, 14.0), ("teardown", 14.0, 14.5)):
         check = collector.add(_report(when, start, stop, [(SINCE, 0)]))  # no submission time: ignored
     assert check.as_dict()["span"] == pytest.approx(4.5)
+
+
+def test_a_check_that_collected_late_ends_its_span_when_slurm_ended_the_job():
+    """Serial run: the early job timed out at 1072, the check (ordered last) only looked at 1160."""
+    collector = CheckCollector()
+    props = [(SINCE, 1000.0), (UNTIL, 1072.0)]
+    for when, start, stop in (("setup", 1159.0, 1159.2), ("call", 1159.2, 1159.8), ("teardown", 1159.8, 1160.0)):
+        check = collector.add(_report(when, start, stop, props))
+    assert check.as_dict()["span"] == pytest.approx(72.0)
