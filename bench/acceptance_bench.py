@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -95,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     verdicts: list[dict[str, str]] = []
     for workers in args.workers:
         label = "serial" if workers == 0 else f"{workers} workers"
-        samples = [one_run(workers, args.extra, reports, f"bench-{workers}-{i}") for i in range(args.runs)]
+        # run ids of this invocation only: a check may key worker-side files on the run id
+        tag = secrets.token_hex(2)
+        samples = [one_run(workers, args.extra, reports, f"bench-{tag}-{workers}-{i}") for i in range(args.runs)]
         verdicts.extend(s.verdicts for s in samples)
         print(table_row(label, samples), flush=True)
     same = all(v == verdicts[0] for v in verdicts)

@@ -11,6 +11,7 @@ of these (``limitations`` in its target file) SKIPs that check naming the limita
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import time
 
@@ -188,10 +189,15 @@ RELEASE_WAIT = 60.0
 def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, ending):
     if how != "background":  # a process group (proctrack/pgid) holds a background child, not these
         require_enforced(target, "process-tracking")
-    marker = f"sfxstray{run_id.replace('-', '')[-10:]}{how.replace('-', '')}{ending}"
+    # a nonce of its own: a run id may be reused (--slurmflox-run-id), and a release file an earlier run left would
+    # end this job at once (seen: every "ended" case FAILED when a benchmark repeated its run ids)
+    marker = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{how.replace('-', '')}{ending}"
     node = workers[0] if ending == "ended" else workers[-1]
     release = f".{marker}.release"
-    wait_released = f"for _ in $(seq {int(RELEASE_WAIT * 4)}); do [ -e /tmp/{release} ] && break; sleep 0.25; done"
+    wait_released = (
+        f"for _ in $(seq {int(RELEASE_WAIT * 4)}); do [ -e /tmp/{release} ] && break; sleep 0.25; done; "
+        f"rm -f /tmp/{release}"  # leave nothing on the worker
+    )
     rest = wait_released if ending == "ended" else "sleep 600"
     script = f"#!/bin/bash\n{DAEMONIZE[how].format(m=marker)}\n{rest}\n"
     job = submit.sbatch(script, f"-w{node}", suffix=how)
