@@ -22,13 +22,38 @@ from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]
 
-#: host command -> Debian package that provides it (what the substrate runs on the host).
-HOST_TOOLS: dict[str, str] = {
-    "mmdebstrap": "mmdebstrap",
-    "ip": "iproute2",
-    "unshare": "util-linux",
-    "nsenter": "util-linux",
-    "tar": "tar",
+#: Every program the local substrate runs on the host -> the Debian package that provides it. The substrate's own
+#: package step installs whatever is missing, so nothing is found only because the developer's machine had it
+#: (issue 25: ``nix-instantiate`` was missing on a fresh machine). tests/test_host_programs.py derives the programs
+#: from the code (argv lists, the Nix runner's commands, the host side of the shell scripts) and fails when one is
+#: not listed here. Most are Essential or Priority required on Debian; listing them anyway keeps a minimal image
+#: (or trixie, where ``hostname`` is no longer Essential) honest.
+HOST_PROGRAMS: dict[str, str] = {
+    "mmdebstrap": "mmdebstrap",  # the node image (image.py)
+    "ip": "iproute2",  # the fabric's namespaces, bridge and veths (network.py)
+    "unshare": "util-linux",  # a node's namespaces (node.py), the Nix store's mount namespace (nix.py)
+    "nsenter": "util-linux",  # into a node's network namespace (node.py) and into a node (exec.py)
+    "mount": "mount",  # node-boot.sh and the Nix runner
+    "tar": "tar",  # unpacking the node image (image.py)
+    "nix-instantiate": "nix-bin",  # the Nix runtime provider's generations (nix.py, issue 20)
+    "nix-store": "nix-bin",
+    "nix-env": "nix-bin",
+    "sh": "dash",
+    "bash": "bash",
+    "env": "coreutils",
+    "rm": "coreutils",
+    "mkdir": "coreutils",
+    "cp": "coreutils",
+    "mv": "coreutils",
+    "ln": "coreutils",
+    "touch": "coreutils",
+    "install": "coreutils",
+    "chroot": "coreutils",
+    "chmod": "coreutils",
+    "sed": "sed",  # the node image's customize script (image.py)
+    "grep": "grep",
+    "hostname": "hostname",  # node-boot.sh names the node's UTS namespace
+    "apt-get": "apt",  # this module's own package step
 }
 
 _DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", "/var/lib/apt/lists/lock")
@@ -152,8 +177,8 @@ def debian_mirror(sources: Iterable[AptSource]) -> str:
 
 # --------------------------------------------------------------------------------------------- install
 def missing_packages(tools: dict[str, str] | None = None) -> list[str]:
-    """Debian packages providing host commands that are not on PATH."""
-    tools = HOST_TOOLS if tools is None else tools
+    """Debian packages providing host programs that are not on PATH."""
+    tools = HOST_PROGRAMS if tools is None else tools
     want = {pkg for cmd, pkg in tools.items() if shutil.which(cmd) is None}
     return sorted(want)
 
