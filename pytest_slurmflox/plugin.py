@@ -22,7 +22,7 @@ from .concurrency import apply_default_workers
 from .groups import MARKERS
 from .options import STATE, SessionState, add_options, get_option, session_state, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
-from .selection import reports_wanted
+from .selection import main_job_paths, plain_operation, reports_wanted, user_named_paths
 from .session import SlurmfloxSession
 from .verbs import requested_verbs, run_verbs
 
@@ -39,8 +39,20 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return run_verbs(config, verbs, substrate_options(config)) if verbs else None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """A main job in the checkout loads the suites' conftests only, not those of testpaths' ``tests/``."""
+    early = EarlyOptions(early_config)
+    paths = main_job_paths(early, user_paths=bool(early_config.known_args_namespace.file_or_dir))  # type: ignore[arg-type]
+    if paths:
+        early_config.known_args_namespace.file_or_dir = paths
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-html/junitxml read their output paths
 def pytest_configure(config: pytest.Config) -> None:
+    paths = main_job_paths(config, user_paths=user_named_paths(config))
+    if paths:
+        config.args = paths  # what the session (and xdist's workers) collect
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     worker_input = getattr(config, "workerinput", None) or {}
@@ -92,6 +104,26 @@ def _register_report_writer(config: pytest.Config, state: SessionState) -> None:
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
     )
     config.pluginmanager.register(ReportWriter(config, paths, state, request), "slurmflox-report")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> bool | None:
+    """Plain operation (``--slurmflox-up`` with nothing selected) collects nothing: provision, converge, exit."""
+    return True if plain_operation(session.config) else None
+
+
+class EarlyOptions:
+    """The two readers :func:`~pytest_slurmflox.options.get_option` uses, before pytest has parsed options into
+    ``config.option``: the command line as known so far, and the ini file."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.namespace = config.known_args_namespace
+        self.getini = config.getini
+        self.rootpath = config.rootpath
+        self.option = self.namespace
+
+    def getoption(self, dest: str) -> Any:
+        return getattr(self.namespace, dest, None)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -4,9 +4,11 @@ allowed, TW checks only with a workload corpus, and the project's own tests neve
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from .groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
 from .options import get_option
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
+#: Options that make an invocation a main job (a run of the product, not of the project's tests).
+MAIN_JOB_OPTIONS = ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_signoff")
 NOT_REQUESTED = "acceptance not requested (use -m acceptance, --slurmflox-groups or a target)"
 
 
@@ -23,14 +27,59 @@ def mark_tokens(config: pytest.Config) -> set[str]:
     return set(expr.replace("(", " ").replace(")", " ").split())
 
 
+def main_job(config: pytest.Config) -> bool:
+    """A run of the product rather than of the project's tests: a substrate, a target, groups, a sign-off, or a mark
+    expression naming acceptance or a group."""
+    if any(
+        get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_signoff")
+    ):
+        return True
+    tokens = re.findall(r"[A-Za-z0-9_]+", config.option.markexpr or "")
+    return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")
+
+
+def installed_suites() -> Path | None:
+    """Where ``pytest_slurmflox.suites`` is imported from (the checkout's ``suites/`` under an editable install)."""
+    spec = importlib.util.find_spec("pytest_slurmflox.suites")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]).resolve() if locations else None
+
+
+def main_job_paths(config: pytest.Config, user_paths: bool) -> list[str] | None:
+    """The paths a main job collects when the user named none and it runs in the project's checkout: the suites,
+    nothing else. In the checkout ``testpaths`` also names ``tests/``, whose conftest and modules need the test
+    extra (hypothesis): a newcomer's first command must never load, collect or report them (issue 25). None
+    leaves pytest's own choice (the user named paths, or this is not the checkout: a customer's directory)."""
+    if user_paths or not main_job(config):
+        return None
+    suites = installed_suites()
+    if suites is None or not suites.is_relative_to(config.rootpath.resolve()):
+        return None
+    return [str(suites)]
+
+
+def user_named_paths(config: pytest.Config) -> bool:
+    """Whether the user named what to collect (paths, node ids, ``--pyargs`` modules), not testpaths or the cwd."""
+    return config.args_source == pytest.Config.ArgsSource.ARGS
+
+
 def acceptance_requested(config: pytest.Config) -> bool:
-    """Asked for by marker (``-m acceptance``, ``-m T3``), by group list, or by naming a target to test."""
+    """Asked for by marker (``-m acceptance``, ``-m T3``), by group list, by naming a target to test, by asking for
+    a sign-off, or by naming the suites beside ``--slurmflox-up``. A bare ``--slurmflox-up`` is not a request:
+    it provisions or converges and exits (:func:`plain_operation`)."""
     return bool(
         mark_tokens(config) & ({"acceptance"} | set(GROUPS))
         or get_option(config, "slurmflox_groups")
         or get_option(config, "slurmflox_target")
-        or get_option(config, "slurmflox_up")
+        or get_option(config, "slurmflox_signoff")
+        or (get_option(config, "slurmflox_up") and user_named_paths(config))
     )
+
+
+def plain_operation(config: pytest.Config) -> bool:
+    """``pytest --slurmflox-up[=...]`` with nothing selected: provision or converge, then exit without collecting
+    (a no-change converge is a matter of seconds; issue 25)."""
+    return bool(get_option(config, "slurmflox_up")) and not acceptance_requested(config)
 
 
 def selects_a_target_run(config: pytest.Config) -> bool:
@@ -43,12 +92,8 @@ def selects_a_target_run(config: pytest.Config) -> bool:
 
 def reports_wanted(config: pytest.Config) -> bool:
     """Whether this invocation runs acceptance checks (decided at configure time, when pytest-html and junitxml
-    read their output paths): a target, a substrate, groups, sign-off, or a mark expression naming acceptance."""
-    for dest in ("slurmflox_target", "slurmflox_up", "slurmflox_groups", "slurmflox_signoff"):
-        if get_option(config, dest):
-            return True
-    tokens = re.findall(r"[A-Za-z0-9_]+", config.option.markexpr or "")
-    return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")
+    read their output paths): a main job that is not plain operation (a plain ``up`` leaves no report)."""
+    return main_job(config) and not plain_operation(config)
 
 
 def wanted_groups(config: pytest.Config) -> set[str] | None:

@@ -264,7 +264,6 @@ class LocalSubstrate(LocalCluster, Substrate):
                 phase = node.phase()
                 why = f"  ({phase})" if phase.startswith("failed") else ""
                 lines.append(f"  {name:<10} down{why}{env}")
-        lines += self._service_lines()
         forwarded = "forwarded" if self.forwarder().running() else "closed"
         lines.append(f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {forwarded}")
         rest = self.rest_forwarder()
