@@ -49,6 +49,10 @@ def up(
     say(f"up: substrate {substrate_name}, work dir {workdir.root}")
     explicit = frozenset(resolved.explicit_worker)
     substrate = make_substrate(substrate_name, resolved.settings, workdir, say, options, explicit)
+    # Recorded before anything starts: a failed `up` leaves what it started findable, so `--slurmflox-destroy`
+    # removes every node, namespace and cgroup of a partial deployment too (issue 25).
+    if (workdir.read_deployment() or {}).get("substrate") != substrate_name:
+        workdir.record_deployment({"substrate": substrate_name, "target": None, "up_at": time.time()})
     target_doc = substrate.up()
     target_path = Path(target_doc.get("path") or workdir.root / "target.yaml")
     workdir.record_deployment({"substrate": substrate_name, "target": str(target_path), "up_at": time.time()})

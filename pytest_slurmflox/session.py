@@ -23,6 +23,7 @@ from .report import load_spec
 from .secrets import secret_files
 from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
 from .settings import SettingsError, SubstrateOptions
+from .upfailure import failed_up_line
 
 
 def _marks(value: Any) -> list[Any]:
@@ -78,7 +79,9 @@ class SlurmfloxSession:
         try:
             deployed = up(substrate_name, state.resolved, state.workdir, self.options, say, state.evidence)
         except (SubstrateUnavailable, DeployError) as exc:
-            raise pytest.UsageError(f"slurmflox: {exc}") from None
+            raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=True)) from None
+        except Exception as exc:  # a bug or a host fault mid-way: still one line, the detail in a log file
+            raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=False)) from None
         state.target_path = deployed.target_path
         state.target_source = f"--slurmflox-up={substrate_name}"
 
