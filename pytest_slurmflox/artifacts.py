@@ -54,6 +54,14 @@ class ReportPaths:
         return sorted(p for p in self.root.rglob("*") if p.is_file()) if self.root.exists() else []
 
 
+def report_style() -> str:
+    """The style of slurmflox's block at the top of the report (readable over pytest-html's grey body text), as an
+    inline ``<style>`` element: the report stays one self-contained file. The rules live in ``resources/report.css``
+    (data apart from the writer, as pytest-html keeps its own ``resources/style.css``)."""
+    css = (Path(__file__).parent / "resources" / "report.css").read_text(encoding="utf-8")
+    return f'<style id="slurmflox-style">{css}</style>'
+
+
 def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None) -> str:
     """The sign-off summary for the top of the HTML report (escaped; no newlines that pre-wrap would show)."""
     e = html.escape
@@ -72,7 +80,7 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         f'<p id="slurmflox-verdict" style="font-size:1.3em;color:{colour}"><b>{e(signoff.verdict)}</b>'
         f" &mdash; run {e(run_id)} ({e(mode)})</p>"
         + (f'<ul id="slurmflox-reasons">{reasons}</ul>' if reasons else "")
-        + '<table id="slurmflox-groups" border="1" style="border-collapse:collapse">'
+        + '<table id="slurmflox-groups">'
         "<tr><th>Group</th><th>Required</th><th>Verdict</th><th>Pass</th><th>Fail</th><th>Skip</th>"
         f"<th>Requirement / reasons</th></tr>{rows}</table>"
         + (

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, scrub, summary_html
+from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, report_style, scrub, summary_html
 from .environment import FACT_ROWS, target_metadata
 from .groups import GROUPS, item_group
 from .options import SessionState
@@ -172,7 +172,7 @@ class ReportWriter:
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
         if self.signoff is not None:
             timeline = timeline_html(list(self.collector.checks.values()), self.started)
-            top = summary_html(self.signoff, self.state.run_id, self.paths) + timeline
+            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------

@@ -26,6 +26,12 @@ _SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 _SQUEUE_ROW = re.compile(r"^(\d+(?:_\d+)?)\|[A-Z_]+\|[^|\n]*\|([\w\-\[\],]*)$", re.M)
 TOP_START, TOP_END = "<!-- slurmflox-top -->", "<!-- /slurmflox-top -->"
 _ROW, _LABEL_W, _PLOT_W = 22, 360, 640
+#: label text: font size and line height (px), left padding, and the characters a line of the label column holds.
+#: Monospace advances are 0.6 em in the common fonts (DejaVu Sans Mono: 1233/2048 em); 7 px per character at 11 px
+#: leaves a margin, so a wrapped line never reaches the bars.
+_FONT, _LINE, _PAD = 11, 13, 4
+_CHARS = (_LABEL_W - 2 * _PAD - 8) // 7
+_BREAK_AFTER = re.compile(r"(?<=[/:_\-\[.,\s])")
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class Bar:
     jobs: tuple[str, ...]
     workers: tuple[str, ...]
     runner: str = ""
+    group: str = ""
 
 
 def jobs_and_workers(evidence: Iterable[dict[str, Any]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -65,12 +72,18 @@ def bars(checks: Sequence[Check], origin: float) -> list[Bar]:
         jobs, workers = jobs_and_workers(check.evidence)
         begin = max(0.0, check.start - origin)
         end = max(begin, (check.stop or check.start) - origin)
-        out.append(Bar(check.nodeid, check.verdict, begin, end, jobs, workers, check.runner))
+        out.append(Bar(check.nodeid, check.verdict, begin, end, jobs, workers, check.runner, check.group or ""))
     return sorted(out, key=lambda b: (b.begin, b.nodeid))
 
 
-def _label(bar: Bar) -> str:
-    parts = [bar.nodeid.rsplit("/", 1)[-1]]
+def name_of(bar: Bar) -> str:
+    """What a reader calls the check: its group and its test name in full (file::test[params], no directory)."""
+    name = bar.nodeid.rsplit("/", 1)[-1]
+    return f"{bar.group} · {name}" if bar.group else name
+
+
+def _meta(bar: Bar) -> str:
+    parts = []
     if bar.jobs:
         parts.append("jobs " + ",".join(bar.jobs[:4]) + ("…" if len(bar.jobs) > 4 else ""))
     if bar.workers:
@@ -78,20 +91,44 @@ def _label(bar: Bar) -> str:
     return " · ".join(parts)
 
 
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken after a separator (``/ : _ - [ . , space``) where
+    one is near, else mid-word; the lines joined are ``text`` exactly (nothing added or dropped)."""
+    lines: list[str] = []
+    line = ""
+    for token in _BREAK_AFTER.split(text):
+        while len(token) > width:  # a token longer than a line: hard-split it
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(token[:width])
+            token = token[width:]
+        if len(line) + len(token) > width:
+            lines.append(line)
+            line = ""
+        line += token
+    return [*lines, line] if line or not lines else lines
+
+
+def _text(cls: str, lines: list[str], top: float) -> str:
+    """One left-aligned ``<text>`` of ``lines`` (tspans), its first baseline a line below ``top``."""
+    spans = "".join(
+        f'<tspan x="{_PAD}" y="{top + _LINE * (i + 1):.0f}">{html.escape(line)}</tspan>' for i, line in enumerate(lines)
+    )
+    return f'<text class="{cls}" font-family="monospace">{spans}</text>'
+
+
 def timeline_svg(rows: Sequence[Bar]) -> str:
-    """The timeline as one ``<svg>`` element (escaped text; a <title> per bar gives the full detail on hover)."""
+    """The timeline as one ``<svg>`` element. Each check's label is its whole name, wrapped in the label column
+    (a fixed-advance font, so the character count bounds the width) and never cut; its jobs and workers below it;
+    a ``<title>`` per bar gives the full node id and detail on hover. Rows grow with their label."""
     e = html.escape
     span = max([b.end for b in rows], default=0.0) or 1.0
     scale = _PLOT_W / span
-    height = _ROW * (len(rows) + 1) + 10
-    parts = [
-        f'<svg id="slurmflox-timeline-svg" xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _PLOT_W + 20}" '
-        f'height="{height}" font-family="sans-serif" font-size="11">',
-        f'<text x="{_LABEL_W}" y="12">0 s</text><text x="{_LABEL_W + _PLOT_W}" y="12" text-anchor="end">'
-        f"{span:.1f} s</text>",
-    ]
-    for i, bar in enumerate(rows):
-        y = _ROW * (i + 1)
+    parts = []
+    y = float(_ROW)
+    for bar in rows:
+        name, meta = wrap(name_of(bar), _CHARS), (wrap(_meta(bar), _CHARS) if _meta(bar) else [])
         x = _LABEL_W + bar.begin * scale
         width = max(2.0, (bar.end - bar.begin) * scale)
         colour = COLOURS.get(bar.verdict, OTHER_COLOUR)
@@ -101,11 +138,18 @@ def timeline_svg(rows: Sequence[Bar]) -> str:
         detail += f"; jobs {', '.join(bar.jobs) or 'none'}; workers {', '.join(bar.workers) or 'none'}"
         parts.append(
             f'<g class="sfx-bar sfx-{e(bar.verdict.lower())}"><title>{e(detail)}</title>'
-            f'<text x="{_LABEL_W - 6}" y="{y + 14}" text-anchor="end">{e(_label(bar))[:90]}</text>'
-            f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{_ROW - 6}" fill="{colour}"/></g>'
+            + _text("sfx-name", name, y)
+            + (_text("sfx-meta", meta, y + _LINE * len(name)) if meta else "")
+            + f'<rect x="{x:.1f}" y="{y + 3:.0f}" width="{width:.1f}" height="{_ROW - 6}" fill="{colour}"/></g>'
         )
-    parts.append("</svg>")
-    return "".join(parts)
+        y += max(_ROW, _LINE * (len(name) + len(meta)) + 6)
+    head = (
+        f'<svg id="slurmflox-timeline-svg" xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _PLOT_W + 20}" '
+        f'height="{y + 10:.0f}" font-family="sans-serif" font-size="{_FONT}">'
+        f'<text x="{_LABEL_W}" y="12">0 s</text><text x="{_LABEL_W + _PLOT_W}" y="12" text-anchor="end">'
+        f"{span:.1f} s</text>"
+    )
+    return head + "".join(parts) + "</svg>"
 
 
 def timeline_html(checks: Sequence[Check], origin: float) -> str:

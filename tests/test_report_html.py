@@ -1,51 +1,15 @@
 """The HTML report as a browser shows it: Debian's Chromium, headless, renders the page (pytest-html builds the
 environment table and results with JavaScript) and dumps the DOM; the sign-off summary and the environment table
-must be in it."""
+must be in it (the browser: tests/browser.py)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from html.parser import HTMLParser
-from pathlib import Path
 
-import pytest
+from browser import chromium_dom
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
-
-
-def chromium_dom(page: Path, timeout: float = 120.0) -> str:
-    """The DOM after Chromium loaded ``page`` and ran its scripts; SKIPs naming Chromium when it is absent."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"headless Chromium not available ({CHROMIUM}; Debian package chromium)")
-    profile = tempfile.mkdtemp(prefix="sfx-chromium-")
-    try:
-        proc = subprocess.run(
-            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert proc.returncode == 0 and "<html" in proc.stdout, (
-        f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}"
-    )
-    return proc.stdout
+__all__ = ["chromium_dom", "rendered_tables"]
 
 
 class _Tables(HTMLParser):

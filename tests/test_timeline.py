@@ -3,8 +3,20 @@ one SVG bar per check coloured by verdict, and the sign-off block moved above py
 
 from __future__ import annotations
 
+import re
+
 from pytest_slurmflox.signoff import Check
-from pytest_slurmflox.timeline import COLOURS, TOP_END, TOP_START, bars, hoist_top, jobs_and_workers, timeline_svg
+from pytest_slurmflox.timeline import (
+    COLOURS,
+    TOP_END,
+    TOP_START,
+    bars,
+    hoist_top,
+    jobs_and_workers,
+    name_of,
+    timeline_svg,
+    wrap,
+)
 
 
 def test_jobs_and_workers_from_sbatch_and_squeue_rows():
@@ -37,3 +49,26 @@ def test_hoist_top_moves_the_block_above_the_environment(tmp_path):
     text = page.read_text()
     assert text.index("<b>top</b>") < text.index("environment-header") and text.count("<b>top</b>") == 1
     assert not hoist_top(page)  # already on top: unchanged
+
+
+def test_wrap_breaks_after_separators_and_keeps_every_character():
+    name = "T5 · test_t05.py::test_interactive_srun[partition-debug]"
+    lines = wrap(name, 20)
+    assert "".join(lines) == name and all(len(line) <= 20 for line in lines)
+    assert lines[0] == "T5 · test_t05.py::"  # broken after "::", not inside a word
+    assert wrap("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]  # no separator: hard split
+    assert wrap("short", 10) == ["short"] and wrap("", 10) == [""]
+
+
+def test_label_is_the_group_and_whole_test_name_wrapped_in_tspans():
+    long = "suites/test_t07_policy.py::test_" + "very_long_" * 12 + "name[p-1]"
+    check = Check(long, group="T7", start=101.0, stop=102.0, evidence=[{"stdout": "Submitted batch job 9"}])
+    (bar,) = bars([check], origin=100.0)
+    assert name_of(bar) == "T7 · test_t07_policy.py::test_" + "very_long_" * 12 + "name[p-1]"
+    svg = timeline_svg([bar])
+    name_text = svg[svg.index('<text class="sfx-name"') : svg.index("</text>", svg.index('class="sfx-name"'))]
+    spans = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", name_text)
+    assert len(spans) > 1 and "".join(spans) == name_of(bar)
+    assert f"<title>{long}: PASS" in svg  # the full node id on hover
+    assert 'class="sfx-meta"' in svg and "jobs 9" in svg
+    assert 'text-anchor="end"' not in name_text  # left-aligned: a long name grows right, never off the left edge

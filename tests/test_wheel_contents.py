@@ -41,12 +41,13 @@ def wheel(tmp_path_factory) -> Path:
 
 
 #: Where each shipped folder lives in the checkout: suites/ and provision/ at the top (mapped into the package by
-#: pyproject's package-dir), envs/ and schemas/ inside the package.
+#: pyproject's package-dir), envs/, schemas/ and resources/ (the report's style sheet) inside the package.
 SOURCES = {
     "suites": REPO / "suites",
     "provision": REPO / "provision",
     "envs": PACKAGE / "envs",
     "schemas": PACKAGE / "schemas",
+    "resources": PACKAGE / "resources",
 }
 
 
@@ -69,7 +70,7 @@ def _source_of(wheel_name: str) -> Path:
 def test_wheel_carries_suites_provision_envs_and_schemas(wheel):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        for sub in ("suites", "provision", "envs", "schemas"):
+        for sub in ("suites", "provision", "envs", "schemas", "resources"):
             expected = _source_files(sub)
             assert expected, f"nothing under {SOURCES[sub]} in the checkout"
             missing = sorted(expected - names)
