@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_slurmflox.substrates.local import apt
+from pytest_slurmflox.substrates.local import apt, cgroups
 
 CACHE = Path(os.environ.get("SLURMFLOX_PRISTINE_CACHE", "/var/cache/slurmflox-tests/pristine"))
 INCLUDE = ("python3", "ca-certificates")
@@ -149,10 +149,8 @@ class PristineHost:
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
 
 
-def slurmflox_cgroups() -> set[str]:
-    """Every cgroup directory named ``slurmflox-*`` on this machine (the local substrate's cluster cgroups)."""
-    found: set[str] = set()
-    for top in Path("/sys/fs/cgroup").iterdir():
-        if top.is_dir():
-            found |= {str(p) for p in top.rglob("slurmflox-*") if p.is_dir()}
-    return found
+def cluster_cgroups(workdir_inside: str) -> list[Path]:
+    """The cgroups of the local cluster whose work dir is ``workdir_inside`` (a path inside the pristine host: the
+    cluster's prefix hashes the path as the substrate saw it). Other clusters on this machine are not ours to judge."""
+    prefix = "sfx" + hashlib.sha256(workdir_inside.encode()).hexdigest()[:6]
+    return cgroups.leftovers(prefix)

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from pristine import PristineHost, Step, rootfs_tarball, slurmflox_cgroups
+from pristine import PristineHost, Step, cluster_cgroups, rootfs_tarball
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,6 @@ def host(tmp_path_factory):
         pytest.fail("the pristine-host test needs root (namespaces, chroot), as CI runs it")
     tarball = rootfs_tarball(os.environ.get("SLURMFLOX_PRISTINE_SUITE", "bookworm"))
     host = PristineHost(tmp_path_factory.mktemp("pristine") / "root", tarball)
-    cgroups_before = slurmflox_cgroups()
     commit = os.environ.get("SLURMFLOX_PRISTINE_COMMIT") or "HEAD"
     try:
         clone = host.root / CHECKOUT.lstrip("/")
@@ -108,7 +107,7 @@ def host(tmp_path_factory):
             print(leftover.output[-2000:])
         finally:
             host.close()
-        assert slurmflox_cgroups() <= cgroups_before, "cgroups left on the machine"
+        assert cluster_cgroups(f"{CHECKOUT}/operator") == [], "the cluster's cgroups are left on the machine"
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +154,4 @@ def test_destroy_leaves_nothing_of_the_cluster(host, first):
     assert host.processes() == []
     assert host.mounts() == []
     assert host.run("ip netns list").output.strip() == ""
+    assert cluster_cgroups(f"{CHECKOUT}/operator") == []
