@@ -49,6 +49,8 @@ def failed_up_line(exc: BaseException, workdir: Workdir, *, expected: bool) -> s
         first = first[:237] + "..."
     kind = "" if expected else f"{type(exc).__name__}: "
     hint = hint_for(message)
+    if re.search(r"\b(choose|install|run as|rerun)\b", message):  # the message already says what to do
+        hint = None
     todo = f"; {hint}" if hint else ""
     return (
         f"slurmflox: up failed: {kind}{first}{todo}; detail in {log}; "
