@@ -71,16 +71,23 @@ class PristineHost:
         self.root = root
         root.mkdir(parents=True)
         subprocess.run(["tar", "-xpf", str(tarball), "-C", str(root), "--numeric-owner"], check=True)
-        script = " && ".join(
-            f"mount --rbind /{d} {root}/{d} && mount --make-rslave {root}/{d}" for d in ("proc", "sys", "dev")
-        )
+        # The root is a mount point, as on any machine (``ip -n`` remounts / as a slave and fails on a plain
+        # directory), then the host's /proc, /sys and /dev below it; with SLURMFLOX_PRISTINE_SHARE_CACHE=1 (a
+        # development aid only, never in CI) the host's node image cache too, so an iteration skips the image build.
+        binds = [f"mount --bind {root} {root}"]
+        binds += [f"mount --rbind /{d} {root}/{d} && mount --make-rslave {root}/{d}" for d in ("proc", "sys", "dev")]
+        if os.environ.get("SLURMFLOX_PRISTINE_SHARE_CACHE") == "1":
+            binds.append(
+                f"mkdir -p {root}/var/cache/slurmflox && mount --bind /var/cache/slurmflox {root}/var/cache/slurmflox"
+            )
+        script = " && ".join(binds)
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", f"{script} && exec sleep infinity"],
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         deadline = time.monotonic() + 10
-        while not self._mounted("proc"):
+        while not self._mounted("dev"):
             assert self.holder.poll() is None and time.monotonic() < deadline, "the pristine namespace did not start"
             time.sleep(0.05)
         self._carry_network_config()
@@ -136,10 +143,16 @@ class PristineHost:
 
     def mounts(self) -> list[str]:
         """Mounts below the root other than the host's /proc, /sys and /dev trees bound in by us."""
-        ours = tuple(f"{self.root}/{d}" for d in ("proc", "sys", "dev"))
+        ours = tuple(f"{self.root}/{d}" for d in ("proc", "sys", "dev", "var/cache/slurmflox"))
         text = Path(f"/proc/{self.holder.pid}/mountinfo").read_text()
         points = [line.split()[4] for line in text.splitlines()]
-        return [p for p in points if p.startswith(f"{self.root}/") and not p.startswith(ours)]
+        # /run/netns itself stays a mount point once `ip netns add` made it one (iproute2 does that on any
+        # machine); what would be ours is a namespace mounted below it
+        return [
+            p
+            for p in points
+            if p.startswith(f"{self.root}/") and not p.startswith(ours) and p != f"{self.root}/run/netns"
+        ]
 
     def close(self) -> None:
         """End the namespace holder (by PID) and remove the rootfs."""
