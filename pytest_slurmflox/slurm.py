@@ -9,12 +9,11 @@ outstanding job per tick, never one call per job.
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .run import Result, Runner
+from .run import Result, Runner, quoted
 from .waits import job_timeout
 
 #: Job states after which a job never runs again.
@@ -271,8 +270,8 @@ class SlurmClient:
     # -- submitting --------------------------------------------------------------------------------
     def sbatch(self, script: str, *options: str, cwd: str | None = None) -> str:
         """Submit ``script`` (text, on stdin) with sbatch options; returns the job id."""
-        prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
-        res = self.user.run(f"{prefix}sbatch --parsable", *options, input=script, timeout=60).check()
+        line = quoted("cd %s && sbatch --parsable", cwd) if cwd else "sbatch --parsable"
+        res = self.user.run(line, *options, input=script, timeout=60).check()
         return res.stdout.strip().split(";")[0]
 
     def wait(

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...run import quoted
 from ...settings import Settings
 from ...state import write_secret
 from .. import SubstrateUnavailable
@@ -153,7 +154,7 @@ class Association:
 
 def read_associations(ctl: NamespaceRunner, cluster: str) -> list[Association] | None:
     """The cluster's associations as slurmdbd lists them (None when slurmdbd does not answer)."""
-    res = ctl.run(f"sacctmgr -n -P show assoc cluster={cluster} format=account,user,maxjobs", timeout=20)
+    res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s format=account,user,maxjobs", cluster), timeout=20)
     if res.exit_status != 0:
         return None
     out = []
@@ -172,7 +173,7 @@ def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: 
     while have is None or not any(a.account == "root" and not a.user for a in have):
         # slurmctld registers the cluster with slurmdbd shortly after it starts (root account, root association)
         if time.monotonic() > deadline:
-            res = ctl.run(f"sacctmgr -n -P show assoc cluster={cluster}", timeout=20)
+            res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s", cluster), timeout=20)
             raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}")
         time.sleep(0.2)
         have = read_associations(ctl, cluster)

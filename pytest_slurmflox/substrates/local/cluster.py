@@ -361,7 +361,7 @@ class LocalCluster:
 
     def forget_slurm_node(self, name: str) -> None:
         """Delete a dynamic node from slurmctld so a replacement registers afresh (refused while busy)."""
-        self.node_runner(CTL).run(f"scontrol delete nodename={name}", timeout=15)
+        self.node_runner(CTL).run("scontrol delete", f"nodename={name}", timeout=15)
 
     def sinfo_states(self) -> dict[str, str]:
         res = self.node_runner(CTL).run("sinfo -h -N -o '%N|%T'", timeout=15)

@@ -290,7 +290,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         for node, daemon, what in services:
             if not self.node(node).running():
                 continue
-            pids = self.node_runner(node).run(f"pidof {daemon}", timeout=10).stdout.split()
+            pids = self.node_runner(node).run("pidof", daemon, timeout=10).stdout.split()
             state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
             lines.append(f"  {daemon:<10} {state} on {node}: {what}")
         return lines

@@ -8,10 +8,9 @@ The slurm chart itself is applied by :class:`.pool.NodeSetPool`, the owner of th
 
 from __future__ import annotations
 
-import shlex
-
 import yaml
 
+from ...run import command_line, quoted
 from ...settings import Settings
 from . import fabric
 from .containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH
@@ -64,7 +63,7 @@ def runtime_class_manifest() -> str:
 
 
 def helm(*args: str) -> str:
-    return f"{HELM_BIN} --kubeconfig /etc/kubernetes/admin.conf " + " ".join(shlex.quote(a) for a in args)
+    return command_line(f"{HELM_BIN} --kubeconfig /etc/kubernetes/admin.conf", args)
 
 
 def storage_and_certs_steps(settings: Settings) -> list[Step]:
@@ -228,7 +227,7 @@ def identity_home_step(settings: Settings) -> list[Step]:
         Step(
             1,
             f"home of {settings.test_user}",
-            command=(f"install -d -m 0750 -o {settings.test_uid} -g {settings.test_gid} {shlex.quote(home)}"),
+            command=quoted("install -d -m 0750 -o %s -g %s %s", settings.test_uid, settings.test_gid, home),
         )
     ]
 
@@ -259,11 +258,12 @@ def sinfo_command(settings: Settings) -> str:
 
 def login_image_files_command(image: str) -> str:
     """Print the login image's /etc/passwd, group and shadow, separated by marker lines (run as root)."""
-    q = shlex.quote(image)
-    return (
-        f"ctr -n k8s.io images pull {q} >/dev/null && "
-        f'for f in passwd group shadow; do echo "=== $f"; '
-        f"ctr -n k8s.io run --rm {q} slurmflox-identity-$f-$$ cat /etc/$f; done"
+    return quoted(
+        "ctr -n k8s.io images pull %s >/dev/null && "
+        'for f in passwd group shadow; do echo "=== $f"; '
+        "ctr -n k8s.io run --rm %s slurmflox-identity-$f-$$ cat /etc/$f; done",
+        image,
+        image,
     )
 
 

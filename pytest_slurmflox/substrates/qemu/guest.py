@@ -6,14 +6,13 @@ deployment key; host keys are pinned from the seeds, so an unexpected key is ref
 
 from __future__ import annotations
 
-import shlex
 import socket
 import time
 from importlib import resources
 from pathlib import Path
 
 from ...render.cloudinit import ADMIN_USER
-from ...run import HostKeyRefused, Result, SSHRunner
+from ...run import HostKeyRefused, Result, SSHRunner, quoted
 from ...state import Workdir
 from .. import SubstrateUnavailable
 from . import fabric
@@ -90,18 +89,17 @@ class Guest:
 
     def root(self, command: str, *, timeout: float = 120, input: str | None = None) -> Result:
         """``command`` as root through passwordless sudo."""
-        return self.runner.run("sudo -n bash -c " + shlex.quote(command), timeout=timeout, input=input)
+        return self.runner.run(quoted("sudo -n bash -c %s", command), timeout=timeout, input=input)
 
     def script(self, name: str, *args: str, timeout: float = 600) -> Result:
         """Run a shipped guest script as root, its text on stdin (nothing is left behind in the guest)."""
-        argv = " ".join(shlex.quote(a) for a in args)
-        return self.runner.run(f"sudo -n bash -s -- {argv}", input=guest_script(name), timeout=timeout)
+        return self.runner.run("sudo -n bash -s --", *args, input=guest_script(name), timeout=timeout)
 
     def put(self, path: str, content: str, mode: str = "0644") -> Result:
         """Write a file as root atomically (install from stdin to a temp name, then rename)."""
         tmp = f"{path}.slurmflox-tmp"
-        command = f"install -D -m {mode} /dev/stdin {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
-        return self.runner.run("sudo -n bash -c " + shlex.quote(command), input=content, timeout=60)
+        command = quoted("install -D -m %s /dev/stdin %s && mv -f %s %s", mode, tmp, tmp, path)
+        return self.runner.run(quoted("sudo -n bash -c %s", command), input=content, timeout=60)
 
     def close(self) -> None:
         self.runner.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from ...run import command_line
 from ...settings import Settings
 from . import fabric
 
@@ -50,7 +51,7 @@ class Step:
 
 def kubectl(*args: str) -> str:
     """A kubectl command line run as root on node1 against the admin kubeconfig."""
-    return f"kubectl --kubeconfig {KUBECONFIG_IN_GUEST} " + " ".join(shlex.quote(a) for a in args)
+    return command_line(f"kubectl --kubeconfig {KUBECONFIG_IN_GUEST}", args)
 
 
 def k8s_minor(version: str) -> str:
