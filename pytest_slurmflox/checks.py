@@ -129,10 +129,3 @@ def _tainted(node: Mapping[str, Any]) -> bool:
         t.get("key") == NATIVE_WORKER_LABEL and t.get("value") == "true" and t.get("effect") == "NoSchedule"
         for t in (node.get("spec") or {}).get("taints") or []
     )
-
-
-def job_objects(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> set[str]:
-    """Identities of Jobs and Pods, to compare before and after a Slurm submission."""
-    out = {f"job/{j['metadata'].get('namespace')}/{j['metadata']['name']}" for j in jobs}
-    out |= {f"pod/{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
-    return out

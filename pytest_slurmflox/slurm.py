@@ -308,15 +308,6 @@ class SlurmClient:
             time.sleep(self.poll_interval)
         return seen
 
-    def array_tasks(self, job_id: str) -> dict[str, JobState]:
-        res = self.user.run("squeue -h -t all -r -o", JOB_FORMAT, "-j", job_id, timeout=30)
-        out = {}
-        for line in res.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) == 4:
-                out[parts[0]] = JobState(*parts)
-        return out
-
     def cancel(self, *job_ids: str) -> Result:
         return self.user.run("scancel", *job_ids)
 

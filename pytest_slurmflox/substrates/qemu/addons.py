@@ -30,10 +30,6 @@ RUNTIME_CLASS = "flox"
 VALUES_PATH = "/etc/slurmflox/slurm-values.yaml"
 
 
-def flannel_url(version: str) -> str:
-    return f"https://github.com/flannel-io/flannel/releases/download/{version}/kube-flannel.yml"
-
-
 def local_path_url(version: str) -> str:
     return f"https://raw.githubusercontent.com/rancher/local-path-provisioner/{version}/deploy/local-path-storage.yaml"
 
@@ -246,13 +242,6 @@ def slurm_chart_command(settings: Settings) -> str:
         "--create-namespace",
         "-f",
         VALUES_PATH,
-    )
-
-
-def sinfo_command(settings: Settings) -> str:
-    """Slurm's node view from the controller pod, run on node1 (root)."""
-    return "sudo -n " + kubectl(
-        "-n", NAMESPACE_SLURM, "exec", "statefulset/slurm-controller", "-c", "slurmctld", "--", "sinfo"
     )
 
 

@@ -22,7 +22,6 @@ from ..proc import ProcessProof
 
 FABRIC_NETWORK = "10.20.0.0/24"
 FABRIC_PREFIX = "10.20.0."
-GUEST_SSH_PORT = 22
 K8S_GUEST_API_PORT = 6443
 
 
