@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...state import atomic_write
+from ...waits import WaitTimedOut, poll
 from .. import proc
 from .network import Fabric, ns_inode
 
@@ -177,8 +178,9 @@ class Node:
 
     def _record(self, popen: subprocess.Popen[bytes]) -> proc.PidRecord:
         """The proof of the started node: once sh and nsenter have exec'd, the Popen pid is ``unshare``."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+        failed = RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
+
+        def started() -> proc.PidRecord | None:
             try:
                 exe = Path(f"/proc/{popen.pid}/exe").readlink().name
             except OSError:
@@ -188,9 +190,13 @@ class Node:
                     popen.pid, "unshare", (str(self.boot_script()), str(self.dir)), ns_inode(self.ns)
                 )
             if popen.poll() is not None:
-                break
-            time.sleep(0.01)
-        raise RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
+                raise failed
+            return None
+
+        try:
+            return poll(started, what=f"node {self.name} to start", timeout=5, interval=0.01)
+        except WaitTimedOut:
+            raise failed from None
 
     def wait_phase(self, want: str, timeout: float) -> str:
         """Wait until the phase is ``want`` or a failure; returns the last phase seen."""

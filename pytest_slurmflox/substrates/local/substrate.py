@@ -37,6 +37,7 @@ from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
+from ...waits import WaitTimedOut, poll
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
@@ -150,12 +151,11 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _wait_rest(self, timeout: float = 30.0) -> None:
         fwd = self.rest_forwarder()
-        deadline = time.monotonic() + timeout
-        while not fwd.answers():
-            if time.monotonic() > deadline:
-                where = self.controller().dir
-                raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}")
-            time.sleep(0.1)
+        try:
+            poll(lambda: fwd.answers() or None, what="slurmrestd", timeout=timeout)
+        except WaitTimedOut:
+            where = self.controller().dir
+            raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}") from None
 
     def _ensure_keys(self) -> None:
         files = self.acct_files
