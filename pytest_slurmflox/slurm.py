@@ -9,12 +9,11 @@ outstanding job per tick, never one call per job.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .run import Result, Runner, quoted
-from .waits import job_timeout
+from .waits import WaitTimedOut, job_timeout, poll_missing
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -281,8 +280,8 @@ class SlurmClient:
         timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""
         pending = set(job_ids)
         seen: dict[str, JobState] = {}
-        deadline = time.monotonic() + timeout
-        while pending:
+
+        def missing() -> str | None:
             states = self.jobs(pending)
             for job_id in list(pending):
                 state = states.get(job_id)
@@ -291,21 +290,22 @@ class SlurmClient:
                     if state.state in until:
                         pending.discard(job_id)
             if not pending:
-                break
+                return None
             never = [seen[j] for j in sorted(pending) if j in seen and seen[j].reason in NEVER_RUNS]
             if never:
                 raise NeverRuns(
                     "Slurm says these jobs can never run: "
                     + ", ".join(f"{s.job_id} {s.state} (Reason={s.reason})" for s in never)
                 )
-            if time.monotonic() > deadline:
-                raise SlurmError(
-                    f"jobs not {sorted(until)[:3]}... after {timeout}s: "
-                    + ", ".join(
-                        f"{j}={seen[j].state}/{seen[j].reason}" if j in seen else f"{j}=?" for j in sorted(pending)
-                    )
-                )
-            time.sleep(self.poll_interval)
+            return ", ".join(
+                f"{j}={seen[j].state}/{seen[j].reason}" if j in seen else f"{j}=?" for j in sorted(pending)
+            )
+
+        if pending:
+            try:
+                poll_missing(missing, what="jobs", timeout=timeout, interval=self.poll_interval)
+            except WaitTimedOut as exc:
+                raise SlurmError(f"jobs not {sorted(until)[:3]}... after {timeout}s: {exc.last}") from None
         return seen
 
     def cancel(self, *job_ids: str) -> Result:
