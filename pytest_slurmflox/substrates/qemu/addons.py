@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import yaml
 
+from ...labels import LABEL_FLOX_NODE
 from ...run import command_line, quoted
 from ...settings import Settings
 from . import fabric
 from .containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH
-from .kubeadm import FLOX_NODE_LABEL, Step, kubectl, worker_nodes
+from .kubeadm import Step, kubectl, worker_nodes
 
 NAMESPACE_SLURM = "slurm"
 NAMESPACE_OPERATOR = "slinky"
@@ -53,7 +54,7 @@ def runtime_class_manifest() -> str:
         "kind": "RuntimeClass",
         "metadata": {"name": RUNTIME_CLASS},
         "handler": RUNTIME_HANDLER,
-        "scheduling": {"nodeSelector": {FLOX_NODE_LABEL: "true"}},
+        "scheduling": {"nodeSelector": {LABEL_FLOX_NODE: "true"}},
     }
     return yaml.safe_dump(doc, sort_keys=False)
 
