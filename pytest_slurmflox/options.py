@@ -68,7 +68,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("slurmflox-signoff", "sign-off mode: a SKIP of a required group fails the run", kind="bool"),
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
-    Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
+    Option(
+        "slurmflox-run-id",
+        "run id used in job names and the report directory: 1-64 of A-Z a-z 0-9 . _ -, no '..' (default: generated)",
+    ),
     Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
     Option(
         "slurmflox-workers",
