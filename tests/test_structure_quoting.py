@@ -21,8 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = (ROOT / "pytest_slurmflox", ROOT / "suites")
-#: Calls whose first argument is a command line for a shell somewhere.
-COMMAND_METHODS = {"run"}
+#: Calls whose first argument is a command line for a shell somewhere: a runner's ``run``, a qemu guest's ``root``.
+COMMAND_METHODS = {"run", "root"}
 #: Quoting helpers: what comes out of them is safe shell text. New code uses run.py's ``quoted``/``command_line``;
 #: ``shlex.quote`` is what they call, and suites/_support.py's ``_q`` is ``shlex.quote`` under a short name.
 QUOTING = {"quoted", "command_line", "quote", "_q"}

@@ -96,3 +96,22 @@ def test_poll_missing_says_what_was_still_missing():
 def test_poll_missing_returns_when_nothing_is_missing():
     states = iter(["worker1 unregistered", None])
     assert poll_missing(lambda: next(states), what="workers registered", timeout=5, interval=0.001) is None
+
+
+#: The package's own deadline loops that are not a poll of a condition: each bounds a read of a stream.
+STREAMING = {
+    "pytest_slurmflox/waits.py": "poll itself",
+    "pytest_slurmflox/run.py": "SSHRunner.run reads the channel until EOF",
+    "pytest_slurmflox/kube.py": "a pod exec reads the websocket until it closes",
+}
+
+
+def test_the_package_waits_through_poll():
+    """A hand-written ``deadline = time.monotonic() + ...`` loop in the package is a poll() that was not used."""
+    root = SUITES.parent
+    found = {
+        str(path.relative_to(root))
+        for path in sorted((root / "pytest_slurmflox").rglob("*.py"))
+        if re.search(r"deadline\s*=\s*time\.monotonic\(\)\s*\+", path.read_text())
+    }
+    assert found == set(STREAMING), f"use waits.poll (or list a streaming read here): {sorted(found)}"

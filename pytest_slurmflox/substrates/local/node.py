@@ -21,7 +21,6 @@ import os
 import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,16 +199,20 @@ class Node:
 
     def wait_phase(self, want: str, timeout: float) -> str:
         """Wait until the phase is ``want`` or a failure; returns the last phase seen."""
-        deadline = time.monotonic() + timeout
-        while True:
-            phase = self.phase()
+        last = ["absent"]
+
+        def settled() -> str | None:
+            phase = last[0] = self.phase()
             if phase == want or phase.startswith("failed"):
-                return phase
-            if time.monotonic() > deadline:
                 return phase
             if phase not in ("starting", "absent") and not self.running():
                 return self.phase() if self.phase().startswith("failed") else f"failed: node exited ({phase})"
-            time.sleep(0.05)
+            return None
+
+        try:
+            return poll(settled, what=f"node {self.name} {want}", timeout=timeout, interval=0.05)
+        except WaitTimedOut:
+            return last[0]
 
     # ------------------------------------------------------------------------------------------ stop
     def stop(self, timeout: float = 20.0) -> bool:
