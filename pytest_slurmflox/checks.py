@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-NATIVE_WORKER_LABEL = "slinky.local/native-worker"
-REVISION_ANNOTATION = "slinky.local/runtime-revision"
-ENV_ANNOTATION = "flox.dev/environment"
-MODE_ANNOTATION = "flox.dev/activate-mode"
-SKIP_ANNOTATION = "flox.dev/skip-containers"
+from .labels import (
+    ANNOTATION_ACTIVATE_MODE,
+    ANNOTATION_ENVIRONMENT,
+    ANNOTATION_REVISION,
+    ANNOTATION_SKIP_CONTAINERS,
+    LABEL_CONTROL_PLANE,
+    LABEL_NATIVE_WORKER,
+)
+
 PROTECTED = ("slurmd", "flox-task-profile-init")
 
 
@@ -43,16 +47,16 @@ def worker_template_problems(
     spec = _pod_spec(pod_or_template)
     if spec.get("runtimeClassName") != "flox":
         problems.append(f"runtimeClassName is {spec.get('runtimeClassName')!r}, not 'flox'")
-    if annotations.get(ENV_ANNOTATION) != environment:
-        problems.append(f"annotation {ENV_ANNOTATION} is {annotations.get(ENV_ANNOTATION)!r}, not {environment!r}")
-    if annotations.get(MODE_ANNOTATION) != activate_mode:
-        problems.append(f"annotation {MODE_ANNOTATION} is {annotations.get(MODE_ANNOTATION)!r}, not {activate_mode!r}")
-    if annotations.get(REVISION_ANNOTATION) != revision:
-        problems.append(f"annotation {REVISION_ANNOTATION} is {annotations.get(REVISION_ANNOTATION)!r}, not {revision}")
-    skipped = [name.strip() for name in str(annotations.get(SKIP_ANNOTATION, "")).split(",") if name.strip()]
+    for key, want in ((ANNOTATION_ENVIRONMENT, environment), (ANNOTATION_ACTIVATE_MODE, activate_mode)):
+        if annotations.get(key) != want:
+            problems.append(f"annotation {key} is {annotations.get(key)!r}, not {want!r}")
+    if annotations.get(ANNOTATION_REVISION) != revision:
+        problems.append(f"annotation {ANNOTATION_REVISION} is {annotations.get(ANNOTATION_REVISION)!r}, not {revision}")
+    skip_list = str(annotations.get(ANNOTATION_SKIP_CONTAINERS, ""))
+    skipped = [name.strip() for name in skip_list.split(",") if name.strip()]
     for name in PROTECTED:
         if name in skipped:
-            problems.append(f"{name} is in {SKIP_ANNOTATION}: it would skip Flox preparation")
+            problems.append(f"{name} is in {ANNOTATION_SKIP_CONTAINERS}: it would skip Flox preparation")
     containers = {c.get("name"): c for c in spec.get("containers") or []}
     inits = {c.get("name"): c for c in spec.get("initContainers") or []}
     slurmd = containers.get("slurmd")
@@ -70,16 +74,16 @@ def placement_problems(pod_or_template: Mapping[str, Any]) -> list[str]:
     """The worker selects the reserved pool and tolerates its taint."""
     spec = _pod_spec(pod_or_template)
     problems = []
-    if (spec.get("nodeSelector") or {}).get(NATIVE_WORKER_LABEL) != "true":
-        problems.append(f"nodeSelector does not require {NATIVE_WORKER_LABEL}=true")
+    if (spec.get("nodeSelector") or {}).get(LABEL_NATIVE_WORKER) != "true":
+        problems.append(f"nodeSelector does not require {LABEL_NATIVE_WORKER}=true")
     tolerations = spec.get("tolerations") or []
     if not any(
-        t.get("key") == NATIVE_WORKER_LABEL
+        t.get("key") == LABEL_NATIVE_WORKER
         and t.get("effect") == "NoSchedule"
         and (t.get("operator") == "Exists" or t.get("value") == "true")
         for t in tolerations
     ):
-        problems.append(f"no toleration for {NATIVE_WORKER_LABEL}=true:NoSchedule")
+        problems.append(f"no toleration for {LABEL_NATIVE_WORKER}=true:NoSchedule")
     return problems
 
 
@@ -111,28 +115,19 @@ def node_pool_problems(nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterabl
         if node is None:
             problems.append(f"worker runs on unknown node {host}")
             continue
-        if (node["metadata"].get("labels") or {}).get(NATIVE_WORKER_LABEL) != "true":
-            problems.append(f"worker node {host} lacks label {NATIVE_WORKER_LABEL}=true")
+        if (node["metadata"].get("labels") or {}).get(LABEL_NATIVE_WORKER) != "true":
+            problems.append(f"worker node {host} lacks label {LABEL_NATIVE_WORKER}=true")
         if not _tainted(node):
-            problems.append(f"worker node {host} lacks taint {NATIVE_WORKER_LABEL}=true:NoSchedule")
+            problems.append(f"worker node {host} lacks taint {LABEL_NATIVE_WORKER}=true:NoSchedule")
     for name, node in by_name.items():
         labels = node["metadata"].get("labels") or {}
-        if "node-role.kubernetes.io/control-plane" in labels and (
-            labels.get(NATIVE_WORKER_LABEL) == "true" or _tainted(node)
-        ):
+        if LABEL_CONTROL_PLANE in labels and (labels.get(LABEL_NATIVE_WORKER) == "true" or _tainted(node)):
             problems.append(f"control-plane node {name} carries the native-worker label or taint")
     return problems
 
 
 def _tainted(node: Mapping[str, Any]) -> bool:
     return any(
-        t.get("key") == NATIVE_WORKER_LABEL and t.get("value") == "true" and t.get("effect") == "NoSchedule"
+        t.get("key") == LABEL_NATIVE_WORKER and t.get("value") == "true" and t.get("effect") == "NoSchedule"
         for t in (node.get("spec") or {}).get("taints") or []
     )
-
-
-def job_objects(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> set[str]:
-    """Identities of Jobs and Pods, to compare before and after a Slurm submission."""
-    out = {f"job/{j['metadata'].get('namespace')}/{j['metadata']['name']}" for j in jobs}
-    out |= {f"pod/{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
-    return out

@@ -21,12 +21,11 @@ the checks compare with it. The bind secret stays on the admin endpoint; only it
 from __future__ import annotations
 
 import base64
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .run import Result, Runner
+from .run import Result, Runner, command_line
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def ldapsearch(d: Directory, filter_: str, *attrs: str, scope: str = "sub") -> s
     """The shell command that reads the directory (simple bind with the secret file, or anonymous)."""
     auth = ["-D", d.bind_dn, "-y", d.bind_password_file] if d.bind_dn and d.bind_password_file else []
     argv = ["ldapsearch", "-x", "-LLL", "-o", "ldif-wrap=no", "-H", d.uri, "-b", d.base, "-s", scope, *auth]
-    return " ".join(shlex.quote(a) for a in (*argv, filter_, *attrs))
+    return command_line("ldapsearch", [*argv[1:], filter_, *attrs])
 
 
 def parse_ldif(text: str) -> list[dict[str, list[str]]]:

@@ -50,10 +50,6 @@ SLURM_SET_NAMES: frozenset[str] = frozenset(
     }
 )
 
-#: Export modes the suites exercise, and which submit-side variables each lets through (None: all of them).
-#: ``--export=<NAME>`` alone exports exactly NAME plus Slurm's own variables (Slurm 20.11 and later).
-EXPORT_MODES: tuple[str, ...] = ("default", "ALL", "NONE", "NIL", "VARLIST")
-
 
 def slurm_sets(name: str) -> bool:
     """True for a variable Slurm itself sets in a task (the documented list above)."""
@@ -61,7 +57,9 @@ def slurm_sets(name: str) -> bool:
 
 
 def passes_through(mode: str, name: str, varlist: tuple[str, ...] = ()) -> bool:
-    """Does the submit-side variable ``name`` reach the task under ``mode`` by Slurm's semantics?"""
+    """Does the submit-side variable ``name`` reach the task under ``mode`` (default, ALL, NONE, NIL, VARLIST) by
+    Slurm's semantics? ``--export=<NAME>`` alone exports exactly NAME plus Slurm's own variables (Slurm 20.11 and
+    later)."""
     if mode in ("default", "ALL"):
         return True
     if mode == "VARLIST":
@@ -109,11 +107,6 @@ def expected_revision(settings: Any, image: str) -> str:
 def expected_exports(allow_list: tuple[str, ...], runtime: Runtime) -> dict[str, str]:
     """Exactly the allow-listed variables the environment's activation defines, with its values."""
     return {name: runtime.exports[name] for name in allow_list if name in runtime.exports}
-
-
-def missing_allow_listed(allow_list: tuple[str, ...], runtime: Runtime) -> list[str]:
-    """Allow-listed names the environment does not define (a declared export that can never arrive)."""
-    return [name for name in allow_list if name not in runtime.exports]
 
 
 def expected_task_path(precedence: str, flox_path: tuple[str, ...], task_path: str | None) -> str:

@@ -90,7 +90,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: object) -> None:
+    def interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, interrupt)

@@ -18,6 +18,7 @@ code carries no hook that kills itself.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from .pool import WorkerPool
 from .run import Runner
 from .settings import Settings
 from .slurm import NodeState, SlurmClient, SlurmError
+from .waits import WaitTimedOut, poll, poll_missing
 
 STEPS = (
     "partition-down",
@@ -119,13 +121,10 @@ class Reconciler:
 
     def _wait(self, what: str, check: Callable[[], str | None]) -> None:
         """Poll ``check`` (None = done, else what is still missing) until done or timeout."""
-        deadline = time.monotonic() + self.timeout
-        missing = check()
-        while missing is not None:
-            if time.monotonic() > deadline:
-                raise ReconcileError(what, f"timed out after {self.timeout:.0f}s: {missing}")
-            time.sleep(self.poll)
-            missing = check()
+        try:
+            poll_missing(check, what=what, timeout=self.timeout, interval=self.poll)
+        except WaitTimedOut as exc:
+            raise ReconcileError(what, f"timed out after {self.timeout:.0f}s: {exc.last}") from None
 
     # -- the steps ---------------------------------------------------------------------------------
     def _partition_down(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
@@ -200,17 +199,18 @@ class Reconciler:
     def _repair_stale(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
         """Let registrations settle (each worker either matches its record or is stale), then repair."""
         expected = {w.name for w in self.pool.workers()}
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
+
+        def settled() -> bool | None:
             nodes = {n.name: n for n in self._cohort_nodes()}
             stale = {n.name for n in self._stale(settings)}
-            settled = set(nodes) == expected and all(
+            done = set(nodes) == expected and all(
                 name in stale or ("*" not in nodes[name].state and "NOT_RESPONDING" not in nodes[name].flags)
                 for name in expected
             )
-            if settled:
-                break
-            time.sleep(self.poll)
+            return True if done else None
+
+        with contextlib.suppress(WaitTimedOut):  # unsettled after 15 s: repair what is stale by then
+            poll(settled, what="registrations to settle", timeout=15, interval=self.poll)
         for node in self._stale(settings):
             self._repair(node, outcome)
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from .labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
 from .pool import WorkerInfo, WorkerView
 
 if TYPE_CHECKING:
     from .kube import KubeClient
 
-ANNOTATION_REVISION = "slinky.local/runtime-revision"
-ANNOTATION_ENVIRONMENT = "flox.dev/environment"
 SLURMD_CONTAINER = "slurmd"
 #: Where the worker's profile initializer records the revision it realized (see suites/_support.PROFILE_DIR).
 PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"

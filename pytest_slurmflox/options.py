@@ -12,7 +12,9 @@ module globals, so several pytest sessions in one process (pytester) never see e
 from __future__ import annotations
 
 import os
+import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("slurmflox-signoff", "sign-off mode: a SKIP of a required group fails the run", kind="bool"),
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
-    Option("slurmflox-run-id", "run id used in job names and the report directory (default: generated)"),
+    Option(
+        "slurmflox-run-id",
+        "run id used in job names and the report directory: 1-64 of A-Z a-z 0-9 . _ -, no '..' (default: generated)",
+    ),
     Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
     Option(
         "slurmflox-workers",
@@ -149,6 +154,36 @@ def add_options(parser: pytest.Parser) -> None:
             help=f"setting {spec.key}: {spec.help} (default {spec.default!r}) [env {spec.env}, ini {spec.ini}]",
         )
         parser.addini(spec.ini, f"setting {spec.key}: {spec.help}", type="string", default=None)
+
+
+# ------------------------------------------------------------------------------------------------ run id
+#: What a run id may be: it names a directory on the login node (``rm -rf`` in the sweep), a Slurm job name and
+#: the report folder, so a narrow set of characters that no shell, path or job name reads as syntax (issue 28).
+RUN_ID_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+
+
+def checked_run_id(value: str, source: str = "--slurmflox-run-id") -> str:
+    """``value`` if it is a safe run id, else a one-line :class:`pytest.UsageError` (pytest exits 4, before
+    anything ran on the host or on any node)."""
+    if not _RUN_ID.fullmatch(value) or ".." in value:
+        raise pytest.UsageError(
+            f"{source} {value!r}: a run id is 1-64 of A-Z a-z 0-9 . _ - (starting with a letter or digit, "
+            "no '..'); nothing was run"
+        )
+    return value
+
+
+def run_id_of(config: pytest.Config) -> str:
+    """The run id of this process: the controller's (an xdist worker, checked again: workerinput is data from
+    another process), else the option (CLI > env > ini), else a fresh one."""
+    worker_input = getattr(config, "workerinput", None) or {}
+    if worker_input.get("slurmflox_run_id"):
+        return checked_run_id(str(worker_input["slurmflox_run_id"]), "run id from the xdist controller")
+    given = get_option(config, "slurmflox_run_id")
+    if given:
+        return checked_run_id(str(given))
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 # ------------------------------------------------------------------------------------------------ settings

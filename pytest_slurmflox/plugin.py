@@ -10,8 +10,6 @@ Imports point one way: plugin -> session/fixtures/report/verbs -> options/groups
 
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,16 @@ import pytest
 from . import fixtures
 from .concurrency import apply_default_workers
 from .groups import MARKERS
-from .options import STATE, SessionState, add_options, get_option, session_state, substrate_options, workdir_of
+from .options import (
+    STATE,
+    SessionState,
+    add_options,
+    get_option,
+    run_id_of,
+    session_state,
+    substrate_options,
+    workdir_of,
+)
 from .report import ReportPaths, ReportWriter, SignoffRequest
 from .selection import main_job_paths, plain_operation, reports_wanted, user_named_paths
 from .session import SlurmfloxSession
@@ -55,13 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = paths  # what the session (and xdist's workers) collect
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    state = SessionState(run_id=run_id_of(config), workdir=workdir_of(config))  # a bad run id stops here
     worker_input = getattr(config, "workerinput", None) or {}
-    run_id = (
-        worker_input.get("slurmflox_run_id")
-        or get_option(config, "slurmflox_run_id")
-        or (time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6])
-    )
-    state = SessionState(run_id=run_id, workdir=workdir_of(config))
     if worker_input.get("slurmflox_target"):
         state.target_path = Path(worker_input["slurmflox_target"])
         state.target_source = worker_input.get("slurmflox_target_source", "controller")

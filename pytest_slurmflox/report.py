@@ -64,9 +64,6 @@ class SignoffRequest:
     workloads_given: bool
 
 
-DESELECTED = "deselected by this run's selection (-m, -k or --slurmflox-groups)"
-
-
 class ReportWriter:
     """Folds the controller's test reports into checks and writes the run's artifacts (see the module docstring)."""
 

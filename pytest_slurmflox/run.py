@@ -82,9 +82,18 @@ class RunnerUnavailable(RuntimeError):
     """The place a runner runs in does not exist right now (e.g. a stopped node); the result is exit 255."""
 
 
-def command_line(command: str, args: Sequence[str] = ()) -> str:
+def command_line(command: str, args: Sequence[object] = ()) -> str:
     """``command`` followed by each of ``args`` shell-quoted: what every runner records and runs."""
     return " ".join([command, *(shlex.quote(str(arg)) for arg in args)])
+
+
+def quoted(template: str, *values: object) -> str:
+    """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted (a literal ``%`` is ``%%``): the
+    one way a value goes *inside* a remote command line, where :func:`command_line` appends. The model is
+    testinfra's ``host.run("ls %s", path)`` (``BaseBackend.quote`` in pytest-testinfra's
+    ``testinfra/backend/base.py``: ``command % tuple(quote(a) for a in args)``). tests/test_structure_quoting.py
+    fails on a ``.run(f"...{value}...")`` whose value did not pass through here."""
+    return template % tuple(shlex.quote(str(value)) for value in values)
 
 
 def with_env(line: str, env: Mapping[str, str] | None) -> str:

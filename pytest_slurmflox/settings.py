@@ -332,8 +332,3 @@ class SubstrateOptions:
     qemu_restrict: bool = False
     local_cache: Path | None = None
     local_site_noise: bool = False
-
-
-def env_snapshot(environ: Mapping[str, str]) -> dict[str, str]:
-    """Only the known keys of a process environment (so unrelated variables never reach a report)."""
-    return {spec.key: environ[spec.key] for spec in KEYS if spec.key in environ}

@@ -9,13 +9,11 @@ outstanding job per tick, never one call per job.
 from __future__ import annotations
 
 import re
-import shlex
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .run import Result, Runner
-from .waits import job_timeout
+from .run import Result, Runner, quoted
+from .waits import WaitTimedOut, job_timeout, poll_missing
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -271,8 +269,8 @@ class SlurmClient:
     # -- submitting --------------------------------------------------------------------------------
     def sbatch(self, script: str, *options: str, cwd: str | None = None) -> str:
         """Submit ``script`` (text, on stdin) with sbatch options; returns the job id."""
-        prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
-        res = self.user.run(f"{prefix}sbatch --parsable", *options, input=script, timeout=60).check()
+        line = quoted("cd %s && sbatch --parsable", cwd) if cwd else "sbatch --parsable"
+        res = self.user.run(line, *options, input=script, timeout=60).check()
         return res.stdout.strip().split(";")[0]
 
     def wait(
@@ -282,8 +280,8 @@ class SlurmClient:
         timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""
         pending = set(job_ids)
         seen: dict[str, JobState] = {}
-        deadline = time.monotonic() + timeout
-        while pending:
+
+        def missing() -> str | None:
             states = self.jobs(pending)
             for job_id in list(pending):
                 state = states.get(job_id)
@@ -292,31 +290,23 @@ class SlurmClient:
                     if state.state in until:
                         pending.discard(job_id)
             if not pending:
-                break
+                return None
             never = [seen[j] for j in sorted(pending) if j in seen and seen[j].reason in NEVER_RUNS]
             if never:
                 raise NeverRuns(
                     "Slurm says these jobs can never run: "
                     + ", ".join(f"{s.job_id} {s.state} (Reason={s.reason})" for s in never)
                 )
-            if time.monotonic() > deadline:
-                raise SlurmError(
-                    f"jobs not {sorted(until)[:3]}... after {timeout}s: "
-                    + ", ".join(
-                        f"{j}={seen[j].state}/{seen[j].reason}" if j in seen else f"{j}=?" for j in sorted(pending)
-                    )
-                )
-            time.sleep(self.poll_interval)
-        return seen
+            return ", ".join(
+                f"{j}={seen[j].state}/{seen[j].reason}" if j in seen else f"{j}=?" for j in sorted(pending)
+            )
 
-    def array_tasks(self, job_id: str) -> dict[str, JobState]:
-        res = self.user.run("squeue -h -t all -r -o", JOB_FORMAT, "-j", job_id, timeout=30)
-        out = {}
-        for line in res.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) == 4:
-                out[parts[0]] = JobState(*parts)
-        return out
+        if pending:
+            try:
+                poll_missing(missing, what="jobs", timeout=timeout, interval=self.poll_interval)
+            except WaitTimedOut as exc:
+                raise SlurmError(f"jobs not {sorted(until)[:3]}... after {timeout}s: {exc.last}") from None
+        return seen
 
     def cancel(self, *job_ids: str) -> Result:
         return self.user.run("scancel", *job_ids)

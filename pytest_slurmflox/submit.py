@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 import secrets
-import shlex
 from dataclasses import dataclass, field
 
-from .run import Result, Runner
+from .run import Result, Runner, quoted
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 from .waits import job_timeout
 
@@ -22,7 +21,7 @@ from .waits import job_timeout
 STEP_TIMEOUT = job_timeout(120)
 
 #: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
-RUNS_DIR = "$HOME/slurmflox-runs"
+RUNS_DIR = '"$HOME"/slurmflox-runs'  #: shell text: the user's home, expanded by the far side's shell
 
 
 @dataclass
@@ -48,21 +47,26 @@ class Jobs:
 
     @property
     def outdir(self) -> str:
-        """Shell expression of this run's output directory in the user's (shared) home."""
-        return f"{RUNS_DIR}/{self.run_id}"
+        """Shell text of this run's output directory in the user's (shared) home: ``$HOME`` expanded by the far
+        side's shell, the run id quoted (tests/test_structure_quoting.py lets ``outdir`` into command lines)."""
+        return quoted(f"{RUNS_DIR}/%s", self.run_id)
+
+    def made_outdir(self) -> str:
+        """Create :attr:`outdir` and return its absolute path: a plain value (no ``$HOME``), to be quoted."""
+        return self.login.run(f"mkdir -p {self.outdir} && cd {self.outdir} && pwd").check().stdout.strip()
 
     def srun(
         self, args: str, command: str, *, timeout: float = STEP_TIMEOUT, env: dict[str, str] | None = None
     ) -> Result:
         """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""
-        line = f"srun -J {shlex.quote(self.name)} -p {shlex.quote(self.partition)} {args} {command}"
+        line = quoted("srun -J %s -p %s", self.name, self.partition) + f" {args} {command}"
         return self.login.run(line, timeout=timeout, env=env)
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
         """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
-        self.login.run(f"mkdir -p {self.outdir}").check()  # outdir is shell text: it may name $HOME
+        self.login.run("mkdir -p " + self.outdir).check()  # outdir is shell text: it may name $HOME
         name = self.name + (f"-{suffix}" if suffix else "")
-        out = self.login.run(f"echo {self.outdir}").check().stdout.strip()
+        out = self.login.run("echo " + self.outdir).check().stdout.strip()
         job_id = self.slurm.sbatch(
             script, f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out", *options
         )
@@ -75,7 +79,7 @@ class Jobs:
         return self.slurm.wait(job_ids, timeout=timeout, until=until)
 
     def output(self, job_id: str) -> str:
-        return self.login.run(f"cat {self.outdir}/{shlex.quote(job_id)}.out").check().stdout
+        return self.login.run("cat " + self.outdir + quoted("/%s.out", job_id)).check().stdout
 
     def cleanup(self) -> None:
         """Cancel whatever this check submitted and did not see finish (never other users' jobs): the ids it

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .run import Runner
+from .run import Runner, quoted
 from .slurm import SlurmClient
 from .submit import RUNS_DIR
 
@@ -27,7 +27,7 @@ def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bo
     if keep:
         return
     try:
-        login.run(f'rm -rf -- "{RUNS_DIR}/{run_id}"; rmdir -- "{RUNS_DIR}" 2>/dev/null; true', timeout=60)
+        login.run(quoted(f"rm -rf -- {RUNS_DIR}/%s; rmdir -- {RUNS_DIR} 2>/dev/null; true", run_id), timeout=60)
     except Exception as exc:
         print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
 

@@ -8,9 +8,18 @@ demonstrably not done what it promises, and a loaded host still gets the slack S
 Sources (slurm.conf(5), Slurm 24.11): ``sched_interval`` (default 60 s) is the longest gap between main scheduler
 passes, which also run at every submit and job end; slurmctld checks time limits in its background loop about
 every 30 s (``PERIODIC_TIMEOUT``) and gives a timed-out job ``KillWait`` (default 30 s) between SIGTERM and SIGKILL.
+
+:func:`poll` is the one loop that waits for a condition on this host or a cluster: a timeout passed by name, a
+message that says what was awaited (and what was still missing when it gave up).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: One main-scheduler pass (``sched_interval``, default 60 s): a job whose resources are free starts within it; the
 #: same span covers reporting its end (epilog, completion RPC, ``MessageTimeout`` 10 s) on a loaded host.
@@ -43,3 +52,44 @@ def limit_timeout(limit_minutes: float) -> float:
 def queue_timeout() -> float:
     """A job reaching RUNNING in a concurrent run: its own pass plus the short jobs of other checks ahead of it."""
     return job_timeout(stages=QUEUE_STAGES)
+
+
+class WaitTimedOut(TimeoutError):
+    """A :func:`poll` that gave up: ``what`` was awaited for ``timeout`` seconds; ``last`` is what was still
+    missing at the last look ("" when the probe does not say)."""
+
+    def __init__(self, what: str, timeout: float, last: str = "") -> None:
+        self.what, self.timeout, self.last = what, timeout, last
+        super().__init__(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else ""))
+
+
+def poll(probe: Callable[[], T | None], *, what: str, timeout: float, interval: float = 0.1) -> T:
+    """Call ``probe`` every ``interval`` seconds until it returns something other than None, and return that.
+    ``probe`` may raise to stop at once (a process that died is no reason to wait on). After ``timeout`` seconds
+    raises :class:`WaitTimedOut` naming ``what``; the probe is always called at least once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimedOut(what, timeout)
+        time.sleep(interval)
+
+
+def poll_missing(check: Callable[[], str | None], *, what: str, timeout: float, interval: float = 0.1) -> None:
+    """:func:`poll` for a ``check`` that returns None when done, else what is still missing: the timeout's
+    message ends with the last thing missing (``worker2 not registered``), not only with what was awaited."""
+    missing = ["not checked"]
+
+    def probe() -> bool | None:
+        result = check()
+        if result is None:
+            return True
+        missing[0] = result
+        return None
+
+    try:
+        poll(probe, what=what, timeout=timeout, interval=interval)
+    except WaitTimedOut:
+        raise WaitTimedOut(what, timeout, missing[0]) from None

@@ -26,6 +26,7 @@ import time
 import pytest
 
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import Mark, _q, read_profiles, require, requirement
@@ -67,7 +68,7 @@ class Watcher(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            res = self.runner.run(f"scontrol -o show partition {self.partition}", timeout=10)
+            res = self.runner.run(quoted("scontrol -o show partition %s", self.partition), timeout=10)
             state = next((t.split("=", 1)[1] for t in res.stdout.split() if t.startswith("State=")), "?")
             revisions = tuple(sorted({w.revision or "-" for w in self.pool.workers()}))
             self.samples.append((time.monotonic(), state, revisions))
@@ -211,8 +212,13 @@ def test_broken_task_profile_fails_closed_and_the_worker_serves_again(target, su
     node = workers[-1]
     profile = "/run/flox-task-profile"
     broke = target.admin.run(
-        f"srun -p {target.spec.partition} -N1 -n1 -w {node} --export=NONE /bin/mv {profile}/current "
-        f"{profile}/current.sfx-broken",
+        quoted(
+            "srun -p %s -N1 -n1 -w %s --export=NONE /bin/mv %s/current %s/current.sfx-broken",
+            target.spec.partition,
+            node,
+            profile,
+            profile,
+        ),
         timeout=120,
     )
     requirement(broke.ok, f"root breaks {node}'s task profile", broke)

@@ -16,6 +16,7 @@ import re
 import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
+from pytest_slurmflox.run import quoted
 
 from ._support import Mark, _q, declared, on_each, per_node, requirement
 
@@ -84,18 +85,22 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
     ident = target.spec.identity
     if not ident or not ident.supp_group:
         pytest.skip("missing capability supplementary-group: the target file names no supplementary group")
-    login.run(f"mkdir -p {submit.outdir}").check()
+    outdir = submit.made_outdir()
     want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
     for node in workers:
-        path = f"{submit.outdir}/ti-{run_id}-{node}"
+        path = f"{outdir}/ti-{run_id}-{node}"  # a value: quoted wherever it meets a shell
         mark = Mark.new()
         res = submit.srun(
             f"-N1 -n1 -w {node}",
             "bash -c "
-            + _q(mark.wrap(f"touch {path} && chgrp {ident.supp_group} {path} && stat -c %U:%G:%u:%g {path}")),
+            + _q(
+                mark.wrap(
+                    quoted("touch %s && chgrp %s %s && stat -c %%U:%%G:%%u:%%g %s", path, ident.supp_group, path, path)
+                )
+            ),
         )
         requirement(res.ok, f"a task on {node} can hand its file to the user's supplementary group", res)
-        at_login = login.run(f"stat -c %U:%G:%u:%g {path}").check()
+        at_login = login.run("stat -c %U:%G:%u:%g", path).check()
         requirement(
             at_login.stdout.strip() == want == (mark.lines(res.stdout) or [""])[-1],
             f"{node}: owner and group seen the same on the worker and at the login endpoint ({want})",

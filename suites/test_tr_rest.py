@@ -25,6 +25,7 @@ import time
 import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
@@ -165,7 +166,7 @@ def _accepted(res) -> str:
 
 def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records, expect):
     home = _home(submit)
-    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    outdir = submit.made_outdir()
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": rest.user, SUBMIT_VAR: "from-rest"}
     for node in workers:
         res = rest.submit(_job(submit, node, f"#!/bin/bash\n{ENVIRON_PROBE}\n", env, outdir))
@@ -173,7 +174,7 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records
         submit.submitted.append(job_id)
         state = rest.wait(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})
         requirement("COMPLETED" in state, f"REST job {job_id} on {node} completed (queried through REST)", str(state))
-        out = submit.login.run(f"cat {outdir}/{job_id}.out")
+        out = submit.login.run(quoted("cat %s/%s.out", outdir, job_id))  # job_id came from a REST reply
         task = environs(out.stdout).get(node)
         requirement(task is not None, f"the REST job ran on {node} and showed its environment", out)
         s = expect.settings
@@ -189,7 +190,7 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records
 
 
 def test_rest_job_can_be_cancelled(rest, submit, workers):
-    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    outdir = submit.made_outdir()
     env = {"PATH": "/usr/bin:/bin"}
     job_id = _accepted(rest.submit(_job(submit, workers[0], "#!/bin/bash\nsleep 300\n", env, outdir)))
     submit.submitted.append(job_id)
@@ -204,7 +205,7 @@ def test_rest_job_can_be_cancelled(rest, submit, workers):
 
 @pytest.mark.parametrize("case", ["no-token", "bad-token", "other-user"])
 def test_request_without_valid_token_or_for_another_user_is_refused(case, rest, submit, workers):
-    outdir = submit.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
+    outdir = submit.made_outdir()
     job = _job(submit, workers[0], "#!/bin/bash\n/bin/true\n", {"PATH": "/usr/bin:/bin"}, outdir)
     if case == "no-token":
         body = submit_body(rest.version, job)

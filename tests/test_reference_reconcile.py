@@ -33,7 +33,7 @@ from kubernetes.client import rest
 from pytest_slurmflox.kube import KubeClient
 from pytest_slurmflox.lifecycle import STEPS, Reconciler
 from pytest_slurmflox.revision import runtime_revision
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.run import Result, command_line
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.substrates.qemu.addons import HELM_BIN, VALUES_PATH, slurm_chart_command
@@ -226,7 +226,7 @@ class Controller:
     user: str = "root"
 
     def run(self, command: str, *args: str, input=None, timeout: float = 120.0, env=None) -> Result:
-        command = " ".join([command, *(shlex.quote(a) for a in args)])  # the Runner contract: arguments quoted
+        command = command_line(command, args)  # the Runner contract: arguments quoted
         self.log.append(command)
         words = shlex.split(command)
         out, rc = "", 0

@@ -29,6 +29,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from ..labels import (
+    ANNOTATION_ACTIVATE_MODE,
+    ANNOTATION_ENVIRONMENT,
+    ANNOTATION_REVISION,
+    ANNOTATION_SKIP_CONTAINERS,
+    LABEL_NATIVE_WORKER,
+    LABEL_REVISION_SHORT,
+)
 from ..revision import runtime_revision, short_revision
 from ..settings import PROTECTED_CONTAINERS, Settings, SettingsError
 
@@ -58,12 +66,6 @@ VOLUME_PROFILE_INIT = "flox-task-profile-init"
 VOLUME_HOME = "shared-home"
 VOLUME_IDENTITY = "test-identity"
 
-ANNOTATION_ENVIRONMENT = "flox.dev/environment"
-ANNOTATION_ACTIVATE_MODE = "flox.dev/activate-mode"
-ANNOTATION_SKIP_CONTAINERS = "flox.dev/skip-containers"
-ANNOTATION_REVISION = "slinky.local/runtime-revision"
-LABEL_REVISION_SHORT = "slinky.local/runtime-revision-short"
-LABEL_NATIVE_WORKER = "slinky.local/native-worker"
 RUNTIME_CLASS = "flox"
 
 CONTROLLER_EXTRA_CONF = (f"TaskProlog={TASK_PROLOG_PATH}", "LaunchParameters=enable_nss_slurm")

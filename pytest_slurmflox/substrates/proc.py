@@ -18,11 +18,11 @@ import contextlib
 import json
 import os
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..state import atomic_write
+from ..waits import WaitTimedOut, poll
 
 PROC = Path("/proc")
 
@@ -209,14 +209,14 @@ def reap(pid: int) -> None:
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def gone() -> bool | None:
         reap(pid)
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    reap(pid)
-    return not alive(pid)
+        return (not alive(pid)) or None
+
+    try:
+        return poll(gone, what=f"pid {pid} to end", timeout=timeout, interval=0.05)
+    except WaitTimedOut:
+        return bool(gone())
 
 
 def terminate(pid: int, timeout: float = 10) -> bool:

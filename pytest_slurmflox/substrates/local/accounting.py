@@ -22,12 +22,13 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...run import quoted
 from ...settings import Settings
 from ...state import write_secret
+from ...waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable
 from .exec import NamespaceRunner
 from .network import address_for
@@ -153,7 +154,7 @@ class Association:
 
 def read_associations(ctl: NamespaceRunner, cluster: str) -> list[Association] | None:
     """The cluster's associations as slurmdbd lists them (None when slurmdbd does not answer)."""
-    res = ctl.run(f"sacctmgr -n -P show assoc cluster={cluster} format=account,user,maxjobs", timeout=20)
+    res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s format=account,user,maxjobs", cluster), timeout=20)
     if res.exit_status != 0:
         return None
     out = []
@@ -167,15 +168,17 @@ def read_associations(ctl: NamespaceRunner, cluster: str) -> list[Association] |
 def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: float = 60.0) -> bool:
     """The cluster, the accounts and the test user's associations, created with sacctmgr where missing (idempotent:
     an unchanged cluster costs one query). Returns True when something was added."""
-    deadline = time.monotonic() + timeout
-    have = read_associations(ctl, cluster)
-    while have is None or not any(a.account == "root" and not a.user for a in have):
+
+    def registered() -> list[Association] | None:
         # slurmctld registers the cluster with slurmdbd shortly after it starts (root account, root association)
-        if time.monotonic() > deadline:
-            res = ctl.run(f"sacctmgr -n -P show assoc cluster={cluster}", timeout=20)
-            raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}")
-        time.sleep(0.2)
         have = read_associations(ctl, cluster)
+        return have if have is not None and any(a.account == "root" and not a.user for a in have) else None
+
+    try:
+        have = poll(registered, what=f"cluster {cluster} in slurmdbd", timeout=timeout, interval=0.2)
+    except WaitTimedOut:
+        res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s", cluster), timeout=20)
+        raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}") from None
     steps: list[str] = []
     accounts = {a.account for a in have}
     for account in (ACCOUNT, LIMITED_ACCOUNT):

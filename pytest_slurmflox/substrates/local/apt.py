@@ -13,11 +13,11 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...waits import WaitTimedOut, poll_missing
 from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]
@@ -187,18 +187,19 @@ def wait_for_dpkg_lock(
     progress: Progress, timeout: float = 900.0, locks: tuple[str, ...] = _DPKG_LOCKS, poll: float = 2.0
 ) -> None:
     """Block until nobody holds dpkg/apt locks (another apt run on a shared host), or time out clearly."""
-    deadline = time.monotonic() + timeout
-    told = False
-    while True:
+    told: list[str] = []
+
+    def held() -> str | None:
         busy = [p for p in locks if _locked(p)]
-        if not busy:
-            return
-        if not told:
+        if busy and not told:
             progress(f"apt: waiting for the dpkg lock ({busy[0]} is held by another apt/dpkg run)")
-            told = True
-        if time.monotonic() > deadline:
-            raise SubstrateUnavailable(f"apt: {busy[0]} stayed locked for {timeout:.0f}s; try again later")
-        time.sleep(poll)
+            told.append(busy[0])
+        return busy[0] if busy else None
+
+    try:
+        poll_missing(held, what="the dpkg lock", timeout=timeout, interval=poll)
+    except WaitTimedOut as exc:
+        raise SubstrateUnavailable(f"apt: {exc.last} stayed locked for {timeout:.0f}s; try again later") from None
 
 
 def _locked(path: str) -> bool:

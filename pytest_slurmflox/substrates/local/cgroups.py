@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ...waits import WaitTimedOut, poll
 
 MOUNT = Path("/sys/fs/cgroup")
 #: controller -> what Slurm uses it for (the limitation named when it cannot be used)
@@ -173,18 +174,21 @@ def pids_in(path: Path) -> list[int]:
 
 def remove_tree(path: Path, timeout: float = 10.0) -> None:
     """Remove a cgroup subtree of ours, deepest first; processes still in it are ours (our nodes') and are killed."""
-    deadline = time.monotonic() + timeout
-    while path.is_dir():
-        for pid in pids_in(path):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for dirpath, _, _ in sorted(os.walk(path), key=lambda entry: -entry[0].count("/")):
-            with contextlib.suppress(OSError):
-                os.rmdir(dirpath)
+
+    def removed() -> bool | None:
         if path.is_dir():
-            if time.monotonic() > deadline:
-                raise OSError(f"cgroup {path} could not be removed (still busy after {timeout:.0f}s)")
-            time.sleep(0.05)
+            for pid in pids_in(path):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            for dirpath, _, _ in sorted(os.walk(path), key=lambda entry: -entry[0].count("/")):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+        return (not path.is_dir()) or None
+
+    try:
+        poll(removed, what=f"cgroup {path} removed", timeout=timeout, interval=0.05)
+    except WaitTimedOut:
+        raise OSError(f"cgroup {path} could not be removed (still busy after {timeout:.0f}s)") from None
 
 
 def leftovers(prefix: str, roots: Iterable[Path] = (MOUNT,)) -> list[Path]:

@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +25,7 @@ from filelock import FileLock
 from ... import revision as revision_mod
 from ...settings import Settings
 from ...state import Workdir, atomic_write
+from ...waits import WaitTimedOut, poll
 from .. import Progress, SubstrateUnavailable, proc
 from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .accounting import DB
@@ -352,16 +352,14 @@ class LocalCluster:
         if phase != "running":
             raise SubstrateUnavailable(f"local: controller did not start: {phase}; see {ctl.dir}")
         runner = self.node_runner(CTL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if runner.run("scontrol ping", timeout=10).stdout.count("UP") >= 1:
-                return
-            time.sleep(0.1)
-        raise SubstrateUnavailable(f"local: slurmctld does not answer `scontrol ping`; see {ctl.dir}")
+        try:
+            poll(lambda: "UP" in runner.run("scontrol ping", timeout=10).stdout or None, what="ping", timeout=timeout)
+        except WaitTimedOut:
+            raise SubstrateUnavailable(f"local: slurmctld does not answer `scontrol ping`; see {ctl.dir}") from None
 
     def forget_slurm_node(self, name: str) -> None:
         """Delete a dynamic node from slurmctld so a replacement registers afresh (refused while busy)."""
-        self.node_runner(CTL).run(f"scontrol delete nodename={name}", timeout=15)
+        self.node_runner(CTL).run("scontrol delete", f"nodename={name}", timeout=15)
 
     def sinfo_states(self) -> dict[str, str]:
         res = self.node_runner(CTL).run("sinfo -h -N -o '%N|%T'", timeout=15)

@@ -21,7 +21,6 @@ import base64
 import hashlib
 import os
 import secrets
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,5 +178,5 @@ def modify(ctl: Runner, ldif: str, timeout: float = 30.0) -> Result:
 
 def search(ctl: Runner, filter_: str, *attrs: str, timeout: float = 30.0) -> Result:
     """``ldapsearch`` as root on the controller (the substrate's own view, e.g. for --slurmflox-status)."""
-    args = " ".join(shlex.quote(a) for a in (filter_, *attrs))
-    return ctl.run(f"ldapsearch -Q -LLL -o ldif-wrap=no -Y EXTERNAL -H ldapi:/// -b {BASE_DN} {args}", timeout=timeout)
+    command = f"ldapsearch -Q -LLL -o ldif-wrap=no -Y EXTERNAL -H ldapi:/// -b {BASE_DN}"
+    return ctl.run(command, filter_, *attrs, timeout=timeout)

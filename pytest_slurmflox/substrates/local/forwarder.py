@@ -7,12 +7,13 @@ namespace as its proof, on 127.0.0.1:LOGIN_SSH_PORT.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from ...waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable, proc
 from .network import Fabric, address_for, ns_inode
 
@@ -71,8 +72,8 @@ class LoginForwarder:
         rec.write(self.pid_file)
 
     def _wait_listening(self, popen: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def listening() -> bool | None:
             if popen.poll() is not None:
                 tail = self.log_file.read_text()[-600:]
                 if "Address already in use" in tail:
@@ -81,9 +82,12 @@ class LoginForwarder:
                         "port with --slurmflox-login-ssh-port"
                     )
                 raise SubstrateUnavailable(f"local: the login port forwarder exited: {tail}")
-            if "forwarding" in self.log_file.read_text():
-                return
-            time.sleep(0.02)
+            return ("forwarding" in self.log_file.read_text()) or None
+
+        # as before: a forwarder still silent after 10 s is not an error here; whoever waits for the endpoint
+        # behind it (the login's SSH banner, slurmrestd) names one that does not answer
+        with contextlib.suppress(WaitTimedOut):
+            poll(listening, what="the login port forwarder", timeout=10, interval=0.02)
 
     def check_port(self) -> None:
         """Refuse before changing anything if LOGIN_SSH_PORT is held by something other than our forwarder."""

@@ -162,9 +162,6 @@ class NixStore:
     def switch_generation(self, worker: str, generation: int) -> None:
         self.run("nix-env", "-p", self.profile(worker), "--switch-generation", str(generation))
 
-    def list_generations(self, worker: str) -> str:
-        return self.run("nix-env", "-p", self.profile(worker), "--list-generations").stdout
-
     def profile_target(self, worker: str) -> str | None:
         """The store path ``worker``'s profile points at now, read on the host (the link is ours, not the
         worker's); None when the worker has no profile."""

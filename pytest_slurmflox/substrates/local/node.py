@@ -21,12 +21,12 @@ import os
 import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...state import atomic_write
+from ...waits import WaitTimedOut, poll
 from .. import proc
 from .network import Fabric, ns_inode
 
@@ -177,8 +177,9 @@ class Node:
 
     def _record(self, popen: subprocess.Popen[bytes]) -> proc.PidRecord:
         """The proof of the started node: once sh and nsenter have exec'd, the Popen pid is ``unshare``."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+        failed = RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
+
+        def started() -> proc.PidRecord | None:
             try:
                 exe = Path(f"/proc/{popen.pid}/exe").readlink().name
             except OSError:
@@ -188,22 +189,30 @@ class Node:
                     popen.pid, "unshare", (str(self.boot_script()), str(self.dir)), ns_inode(self.ns)
                 )
             if popen.poll() is not None:
-                break
-            time.sleep(0.01)
-        raise RuntimeError(f"node {self.name}: could not start (see {self.dir / 'console.log'})")
+                raise failed
+            return None
+
+        try:
+            return poll(started, what=f"node {self.name} to start", timeout=5, interval=0.01)
+        except WaitTimedOut:
+            raise failed from None
 
     def wait_phase(self, want: str, timeout: float) -> str:
         """Wait until the phase is ``want`` or a failure; returns the last phase seen."""
-        deadline = time.monotonic() + timeout
-        while True:
-            phase = self.phase()
+        last = ["absent"]
+
+        def settled() -> str | None:
+            phase = last[0] = self.phase()
             if phase == want or phase.startswith("failed"):
-                return phase
-            if time.monotonic() > deadline:
                 return phase
             if phase not in ("starting", "absent") and not self.running():
                 return self.phase() if self.phase().startswith("failed") else f"failed: node exited ({phase})"
-            time.sleep(0.05)
+            return None
+
+        try:
+            return poll(settled, what=f"node {self.name} {want}", timeout=timeout, interval=0.05)
+        except WaitTimedOut:
+            return last[0]
 
     # ------------------------------------------------------------------------------------------ stop
     def stop(self, timeout: float = 20.0) -> bool:

@@ -22,8 +22,6 @@ from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
-NODE_IMAGE_PATH = "/flox/store"
-
 
 class LocalWorkerPool(WorkerPool):
     def __init__(self, cluster: LocalCluster) -> None:

@@ -171,10 +171,6 @@ def render_hosts(nodes: Iterable[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_nss_slurm_conf() -> str:
-    return "SlurmdSpoolDir=/var/lib/slurm/slurmd\n"
-
-
 def render_sshd_config(port: int = 22, banner: str = "") -> str:
     """The login node's sshd: keys only, root and the test user, keys kept outside the shared /home."""
     return (

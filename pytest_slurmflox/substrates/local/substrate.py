@@ -37,6 +37,7 @@ from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
 from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
+from ...waits import WaitTimedOut, poll, poll_missing
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
@@ -150,12 +151,11 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _wait_rest(self, timeout: float = 30.0) -> None:
         fwd = self.rest_forwarder()
-        deadline = time.monotonic() + timeout
-        while not fwd.answers():
-            if time.monotonic() > deadline:
-                where = self.controller().dir
-                raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}")
-            time.sleep(0.1)
+        try:
+            poll(lambda: fwd.answers() or None, what="slurmrestd", timeout=timeout)
+        except WaitTimedOut:
+            where = self.controller().dir
+            raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}") from None
 
     def _ensure_keys(self) -> None:
         files = self.acct_files
@@ -186,11 +186,12 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
         """Wait until every worker is registered in Slurm or has failed, and login answers; returns the failures."""
-        deadline = time.monotonic() + timeout
         login = self.make_node(LOGIN, LOGIN, address_for(3))
         forwarder = self.forwarder()
-        while True:
-            failed = [f"{w}: {phase}" for w in workers if (phase := self.node(w).phase()).startswith("failed")]
+        failed: list[str] = []
+
+        def missing() -> str | None:
+            failed[:] = [f"{w}: {phase}" for w in workers if (phase := self.node(w).phase()).startswith("failed")]
             states = self.sinfo_states()
             # Registered and responding is ready for the substrate; drain state is the lifecycle's business
             # (a rerun after an interrupted maintenance barrier finds the workers drained, and that is fine).
@@ -198,14 +199,15 @@ class LocalSubstrate(LocalCluster, Substrate):
             pending = [w for w in pending if not any(f.startswith(w + ":") for f in failed)]
             login_ok = login.phase() == "running" and forwarder.ssh_banner()
             if not pending and login_ok:
-                return failed
-            if time.monotonic() > deadline:
-                detail = ", ".join(f"{w}={states.get(w, 'unregistered')}" for w in pending)
-                raise SubstrateUnavailable(
-                    f"local: not ready after {timeout:.0f}s (workers: {detail or 'ok'}; login: {login.phase()}, "
-                    f"ssh banner: {login_ok})"
-                )
-            time.sleep(0.1)
+                return None
+            detail = ", ".join(f"{w}={states.get(w, 'unregistered')}" for w in pending)
+            return f"workers: {detail or 'ok'}; login: {login.phase()}, ssh banner: {login_ok}"
+
+        try:
+            poll_missing(missing, what="workers and login", timeout=timeout)
+        except WaitTimedOut as exc:
+            raise SubstrateUnavailable(f"local: not ready after {timeout:.0f}s ({exc.last})") from None
+        return failed
 
     # ================================================================================== target
     def target(self) -> dict:
@@ -289,7 +291,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         for node, daemon, what in services:
             if not self.node(node).running():
                 continue
-            pids = self.node_runner(node).run(f"pidof {daemon}", timeout=10).stdout.split()
+            pids = self.node_runner(node).run("pidof", daemon, timeout=10).stdout.split()
             state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
             lines.append(f"  {daemon:<10} {state} on {node}: {what}")
         return lines

@@ -8,14 +8,14 @@ The slurm chart itself is applied by :class:`.pool.NodeSetPool`, the owner of th
 
 from __future__ import annotations
 
-import shlex
-
 import yaml
 
+from ...labels import LABEL_FLOX_NODE
+from ...run import command_line, quoted
 from ...settings import Settings
 from . import fabric
 from .containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH
-from .kubeadm import FLOX_NODE_LABEL, Step, kubectl, worker_nodes
+from .kubeadm import Step, kubectl, worker_nodes
 
 NAMESPACE_SLURM = "slurm"
 NAMESPACE_OPERATOR = "slinky"
@@ -29,10 +29,6 @@ SHIM_PATH = FLOX_SHIM_PATH
 RUNTIME_HANDLER = FLOX_RUNTIME_HANDLER
 RUNTIME_CLASS = "flox"
 VALUES_PATH = "/etc/slurmflox/slurm-values.yaml"
-
-
-def flannel_url(version: str) -> str:
-    return f"https://github.com/flannel-io/flannel/releases/download/{version}/kube-flannel.yml"
 
 
 def local_path_url(version: str) -> str:
@@ -58,13 +54,13 @@ def runtime_class_manifest() -> str:
         "kind": "RuntimeClass",
         "metadata": {"name": RUNTIME_CLASS},
         "handler": RUNTIME_HANDLER,
-        "scheduling": {"nodeSelector": {FLOX_NODE_LABEL: "true"}},
+        "scheduling": {"nodeSelector": {LABEL_FLOX_NODE: "true"}},
     }
     return yaml.safe_dump(doc, sort_keys=False)
 
 
 def helm(*args: str) -> str:
-    return f"{HELM_BIN} --kubeconfig /etc/kubernetes/admin.conf " + " ".join(shlex.quote(a) for a in args)
+    return command_line(f"{HELM_BIN} --kubeconfig /etc/kubernetes/admin.conf", args)
 
 
 def storage_and_certs_steps(settings: Settings) -> list[Step]:
@@ -228,7 +224,7 @@ def identity_home_step(settings: Settings) -> list[Step]:
         Step(
             1,
             f"home of {settings.test_user}",
-            command=(f"install -d -m 0750 -o {settings.test_uid} -g {settings.test_gid} {shlex.quote(home)}"),
+            command=quoted("install -d -m 0750 -o %s -g %s %s", settings.test_uid, settings.test_gid, home),
         )
     ]
 
@@ -250,20 +246,14 @@ def slurm_chart_command(settings: Settings) -> str:
     )
 
 
-def sinfo_command(settings: Settings) -> str:
-    """Slurm's node view from the controller pod, run on node1 (root)."""
-    return "sudo -n " + kubectl(
-        "-n", NAMESPACE_SLURM, "exec", "statefulset/slurm-controller", "-c", "slurmctld", "--", "sinfo"
-    )
-
-
 def login_image_files_command(image: str) -> str:
     """Print the login image's /etc/passwd, group and shadow, separated by marker lines (run as root)."""
-    q = shlex.quote(image)
-    return (
-        f"ctr -n k8s.io images pull {q} >/dev/null && "
-        f'for f in passwd group shadow; do echo "=== $f"; '
-        f"ctr -n k8s.io run --rm {q} slurmflox-identity-$f-$$ cat /etc/$f; done"
+    return quoted(
+        "ctr -n k8s.io images pull %s >/dev/null && "
+        'for f in passwd group shadow; do echo "=== $f"; '
+        "ctr -n k8s.io run --rm %s slurmflox-identity-$f-$$ cat /etc/$f; done",
+        image,
+        image,
     )
 
 

@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from ...labels import ANNOTATION_ENVIRONMENT
 from ...run import Result
 
 if sys.version_info >= (3, 11):
@@ -41,8 +42,6 @@ RUNC_V2 = "io.containerd.runc.v2"
 FLOX_RUNTIME_HANDLER = "flox"
 #: Where Flox's shim installer puts the shim (floxdocs docs/k8s/install/self-managed.md, "Manual installation").
 FLOX_SHIM_PATH = "/usr/local/bin/containerd-shim-flox-v2"
-#: The annotation the shim reads to pick the environment (floxdocs docs/k8s/intro.md, docs/k8s/config.md).
-FLOX_ANNOTATION = "flox.dev/environment"
 #: The runtimes table per config version (containerd docs/cri/config.md; version 3 is containerd 2.x).
 RUNTIMES_TABLE = {
     2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"),
@@ -116,8 +115,8 @@ def check_flox_runtime(dump: str, handler: str, shim: str) -> RuntimeCheck:
         problems.append(f"{path}.runtime_path is {runtime.get('runtime_path')!r}, not {shim!r}")
     for field in ("pod_annotations", "container_annotations"):
         patterns = runtime.get(field) or []
-        if not any(isinstance(p, str) and go_path_match(p, FLOX_ANNOTATION) for p in patterns):
-            problems.append(f"{path}.{field} {patterns!r} does not pass {FLOX_ANNOTATION} through")
+        if not any(isinstance(p, str) and go_path_match(p, ANNOTATION_ENVIRONMENT) for p in patterns):
+            problems.append(f"{path}.{field} {patterns!r} does not pass {ANNOTATION_ENVIRONMENT} through")
     options = runtime.get("options") or {}
     if options.get("SystemdCgroup") is not True:
         problems.append(f"{path}.options.SystemdCgroup is {options.get('SystemdCgroup')!r}, not true")

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable
 from .. import proc as pidproof
 from ..proc import ProcessProof
 
 FABRIC_NETWORK = "10.20.0.0/24"
 FABRIC_PREFIX = "10.20.0."
-GUEST_SSH_PORT = 22
 K8S_GUEST_API_PORT = 6443
 
 
@@ -120,13 +119,15 @@ class Fabric:
             capture_output=True,
             timeout=30,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def started() -> int | None:
             pid = self.proof().trusted_pid()
-            if pid is not None and (self.sock / "ctl").exists():
-                return pid
-            time.sleep(0.05)
-        raise SubstrateUnavailable(f"vde_switch did not come up (no proven pid in {self.pidfile})")
+            return pid if pid is not None and (self.sock / "ctl").exists() else None
+
+        try:
+            return poll(started, what="vde_switch", timeout=10, interval=0.05)
+        except WaitTimedOut:
+            raise SubstrateUnavailable(f"vde_switch did not come up (no proven pid in {self.pidfile})") from None
 
     def stop(self, timeout: float = 10) -> None:
         pid = self.proof().trusted_pid()

@@ -6,15 +6,14 @@ deployment key; host keys are pinned from the seeds, so an unexpected key is ref
 
 from __future__ import annotations
 
-import shlex
 import socket
-import time
 from importlib import resources
 from pathlib import Path
 
 from ...render.cloudinit import ADMIN_USER
-from ...run import HostKeyRefused, Result, SSHRunner
+from ...run import HostKeyRefused, Result, SSHRunner, quoted
 from ...state import Workdir
+from ...waits import WaitTimedOut, poll_missing
 from .. import SubstrateUnavailable
 from . import fabric
 
@@ -53,27 +52,26 @@ class Guest:
 
     def wait_ready(self, timeout: float, alive=lambda: True) -> None:
         """Block until a command runs over SSH. ``alive`` (e.g. the VM's pid check) aborts the wait early."""
-        deadline = time.monotonic() + timeout
-        last = "no attempt"
-        while time.monotonic() < deadline:
+
+        def missing() -> str | None:
             if not alive():
                 raise SubstrateUnavailable(f"{self.runner.where}: QEMU exited while waiting for SSH")
             if not self._banner():
-                last = "no SSH banner yet"
-            else:
-                try:
-                    if self.runner.run("true", timeout=20).ok:
-                        return
-                    last = "command failed"
-                except HostKeyRefused:
-                    raise
-                except Exception as exc:  # auth/EOF while cloud-init is still writing keys: keep polling
-                    last = f"{type(exc).__name__}: {exc}"
-                    self.runner.close()
-            time.sleep(2)
-        raise SubstrateUnavailable(
-            f"{self.runner.where}: SSH on 127.0.0.1:{self.port} not ready after {timeout:.0f}s ({last})"
-        )
+                return "no SSH banner yet"
+            try:
+                return None if self.runner.run("true", timeout=20).ok else "command failed"
+            except HostKeyRefused:
+                raise
+            except Exception as exc:  # auth/EOF while cloud-init is still writing keys: keep polling
+                self.runner.close()
+                return f"{type(exc).__name__}: {exc}"
+
+        try:
+            poll_missing(missing, what="SSH", timeout=timeout, interval=2)
+        except WaitTimedOut as exc:
+            raise SubstrateUnavailable(
+                f"{self.runner.where}: SSH on 127.0.0.1:{self.port} not ready after {timeout:.0f}s ({exc.last})"
+            ) from None
 
     def _banner(self) -> bool:
         """True once sshd itself answers. Checked on a raw socket first: QEMU's port forward accepts TCP
@@ -90,18 +88,17 @@ class Guest:
 
     def root(self, command: str, *, timeout: float = 120, input: str | None = None) -> Result:
         """``command`` as root through passwordless sudo."""
-        return self.runner.run("sudo -n bash -c " + shlex.quote(command), timeout=timeout, input=input)
+        return self.runner.run(quoted("sudo -n bash -c %s", command), timeout=timeout, input=input)
 
     def script(self, name: str, *args: str, timeout: float = 600) -> Result:
         """Run a shipped guest script as root, its text on stdin (nothing is left behind in the guest)."""
-        argv = " ".join(shlex.quote(a) for a in args)
-        return self.runner.run(f"sudo -n bash -s -- {argv}", input=guest_script(name), timeout=timeout)
+        return self.runner.run("sudo -n bash -s --", *args, input=guest_script(name), timeout=timeout)
 
     def put(self, path: str, content: str, mode: str = "0644") -> Result:
         """Write a file as root atomically (install from stdin to a temp name, then rename)."""
         tmp = f"{path}.slurmflox-tmp"
-        command = f"install -D -m {mode} /dev/stdin {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
-        return self.runner.run("sudo -n bash -c " + shlex.quote(command), input=content, timeout=60)
+        command = quoted("install -D -m %s /dev/stdin %s && mv -f %s %s", mode, tmp, tmp, path)
+        return self.runner.run(quoted("sudo -n bash -c %s", command), input=content, timeout=60)
 
     def close(self) -> None:
         self.runner.close()

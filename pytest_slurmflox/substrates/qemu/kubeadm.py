@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from ...labels import LABEL_CONTROL_PLANE, LABEL_FLOX_NODE, LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
+from ...run import command_line
 from ...settings import Settings
 from . import fabric
 
@@ -20,10 +22,6 @@ KUBECONFIG_IN_GUEST = "/etc/kubernetes/admin.conf"
 KUBEADM_CONFIG_PATH = "/etc/slurmflox/kubeadm.yaml"
 FABRIC_IFACE = "fabric0"
 
-NATIVE_WORKER_LABEL = "slinky.local/native-worker"
-NATIVE_WORKER_TAINT = f"{NATIVE_WORKER_LABEL}=true:NoSchedule"
-FLOX_NODE_LABEL = "flox.dev/enabled"
-CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 KUBEADM_JOIN_CONFIG_PATH = "/etc/slurmflox/kubeadm-join.yaml"
 
@@ -50,7 +48,7 @@ class Step:
 
 def kubectl(*args: str) -> str:
     """A kubectl command line run as root on node1 against the admin kubeconfig."""
-    return f"kubectl --kubeconfig {KUBECONFIG_IN_GUEST} " + " ".join(shlex.quote(a) for a in args)
+    return command_line(f"kubectl --kubeconfig {KUBECONFIG_IN_GUEST}", args)
 
 
 def k8s_minor(version: str) -> str:
@@ -163,7 +161,7 @@ def join_config(node: int, join_command: str) -> str:
     labels"); the taint through ``nodeRegistration.taints`` (v1beta4 NodeRegistrationOptions).
     """
     ip = fabric.fabric_ip(node)
-    key, _, rest = NATIVE_WORKER_TAINT.partition("=")
+    key, _, rest = TAINT_NATIVE_WORKER.partition("=")
     value, _, effect = rest.partition(":")
     doc = {
         "apiVersion": "kubeadm.k8s.io/v1beta4",
@@ -175,7 +173,7 @@ def join_config(node: int, join_command: str) -> str:
             "taints": [{"key": key, "value": value, "effect": effect}],
             "kubeletExtraArgs": [
                 {"name": "node-ip", "value": ip},
-                {"name": "node-labels", "value": f"{NATIVE_WORKER_LABEL}=true,{FLOX_NODE_LABEL}=true"},
+                {"name": "node-labels", "value": f"{LABEL_NATIVE_WORKER}=true,{LABEL_FLOX_NODE}=true"},
             ],
         },
     }
@@ -219,11 +217,11 @@ def node_role_steps(settings: Settings) -> list[Step]:
                             "label",
                             "node",
                             name,
-                            f"{NATIVE_WORKER_LABEL}=true",
-                            f"{FLOX_NODE_LABEL}=true",
+                            f"{LABEL_NATIVE_WORKER}=true",
+                            f"{LABEL_FLOX_NODE}=true",
                             "--overwrite",
                         ),
-                        kubectl("taint", "node", name, NATIVE_WORKER_TAINT, "--overwrite"),
+                        kubectl("taint", "node", name, TAINT_NATIVE_WORKER, "--overwrite"),
                     ]
                 ),
             )
@@ -238,9 +236,9 @@ def node_role_steps(settings: Settings) -> list[Step]:
             f"{node1} is infrastructure, not worker capacity",
             command=" ; ".join(
                 [
-                    kubectl("label", "node", node1, f"{NATIVE_WORKER_LABEL}-", f"{FLOX_NODE_LABEL}-"),
-                    kubectl("taint", "node", node1, f"{NATIVE_WORKER_LABEL}-") + " 2>/dev/null",
-                    kubectl("taint", "node", node1, f"{CONTROL_PLANE_TAINT}:NoSchedule-") + " 2>/dev/null",
+                    kubectl("label", "node", node1, f"{LABEL_NATIVE_WORKER}-", f"{LABEL_FLOX_NODE}-"),
+                    kubectl("taint", "node", node1, f"{LABEL_NATIVE_WORKER}-") + " 2>/dev/null",
+                    kubectl("taint", "node", node1, f"{LABEL_CONTROL_PLANE}:NoSchedule-") + " 2>/dev/null",
                     "true",
                 ]
             ),

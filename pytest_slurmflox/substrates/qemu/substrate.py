@@ -88,7 +88,6 @@ class QemuSubstrate(Substrate):
         self.ssh_timeout = ssh_timeout
         self.explicit = explicit  #: worker keys the caller knows were given explicitly (pre-warm decision)
         self.boot_times: list[BootTime] = []
-        self._accel: Accel | None = None
 
     # ------------------------------------------------------------------------------------------ layout
     @property
@@ -162,7 +161,6 @@ class QemuSubstrate(Substrate):
         qemu, accel, boot = self.preflight()
         if accel.warning:
             self.progress(f"WARNING: {accel.warning}")
-        self._accel = accel
         nodes = self.settings.nodes
         seed.ensure_seeds(self.workdir, nodes, self.settings.ssh_port_base)
         self.fabric.start()
@@ -328,12 +326,6 @@ class QemuSubstrate(Substrate):
             return guest.run(command, timeout=timeout)
         finally:
             guest.close()
-
-    def sinfo(self) -> Result:
-        """Slurm's view, from the slurmctld pod (needs the provisioned cluster)."""
-        from .addons import sinfo_command
-
-        return self.ssh(1, sinfo_command(self.settings))
 
     def target_spec(self) -> TargetSpec:
         from .provision import target_spec

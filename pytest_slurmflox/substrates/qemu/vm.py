@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable
 from .. import proc as pidproof
 from ..proc import ProcessProof
@@ -290,9 +291,7 @@ class Vm:
 
     @staticmethod
     def _wait_exit(pid: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not pidproof.alive(pid):
-                return True
-            time.sleep(0.1)
-        return False
+        try:
+            return poll(lambda: (not pidproof.alive(pid)) or None, what=f"pid {pid} to exit", timeout=timeout)
+        except WaitTimedOut:
+            return False
