@@ -30,9 +30,7 @@ def mark_tokens(config: pytest.Config) -> set[str]:
 def main_job(config: pytest.Config) -> bool:
     """A run of the product rather than of the project's tests: a substrate, a target, groups, a sign-off, or a mark
     expression naming acceptance or a group."""
-    if any(
-        get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_signoff")
-    ):
+    if any(get_option(config, option) for option in MAIN_JOB_OPTIONS):
         return True
     tokens = re.findall(r"[A-Za-z0-9_]+", config.option.markexpr or "")
     return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")

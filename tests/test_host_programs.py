@@ -94,12 +94,23 @@ def _starts(elts: list[ast.expr]) -> list[str]:
     return words
 
 
+def _own_run(func: ast.expr) -> bool:
+    """``self.run(...)``: a module's own host runner (the Nix store's); ``node_runner(x).run`` runs in a node."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "run"
+        and isinstance(func.value, ast.Name)
+        and (func.value.id == "self")
+    )
+
+
 def python_programs(tree: ast.AST) -> set[str]:
     found: set[str] = set()
     for node_ in ast.walk(tree):
-        if isinstance(node_, ast.List):
+        # an argv list has arguments after its program (``["absent"]`` is a value, not a command)
+        if isinstance(node_, ast.List) and (len(node_.elts) > 1 or any(isinstance(e, ast.Starred) for e in node_.elts)):
             found |= {p for w in _starts(node_.elts) if (p := _program(w))}
-        elif isinstance(node_, ast.Call) and isinstance(node_.func, ast.Attribute) and node_.func.attr == "run":
+        elif isinstance(node_, ast.Call) and _own_run(node_.func):
             first = node_.args[0] if node_.args else None
             word = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else " "
             if " " not in word and word not in NOT_HOST_RUNS and (p := _program(word)):
