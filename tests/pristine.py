@@ -11,6 +11,7 @@ for the next; the host's /proc, /sys and /dev are bound in, as a real machine ha
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -134,7 +135,8 @@ class PristineHost:
             if not entry.name.isdigit() or int(entry.name) == self.holder.pid:
                 continue
             try:
-                if os.readlink(entry / "root") == str(self.root):
+                root = os.readlink(entry / "root")
+                if root == str(self.root) or root.startswith(f"{self.root}/"):
                     cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                     found.append(f"{entry.name} {cmdline}")
             except OSError:
@@ -154,8 +156,14 @@ class PristineHost:
             if p.startswith(f"{self.root}/") and not p.startswith(ours) and p != f"{self.root}/run/netns"
         ]
 
-    def close(self) -> None:
-        """End the namespace holder (by PID) and remove the rootfs."""
+    def close(self, workdir_inside: str) -> None:
+        """End what the steps left running (a commit under test may leave its nodes: they are ours, started by this
+        test), the cluster's cgroups, the namespace holder (by PID), and remove the rootfs."""
+        for line in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        for path in cluster_cgroups(workdir_inside):
+            cgroups.remove_tree(path)
         if self.holder.poll() is None:
             os.kill(self.holder.pid, signal.SIGKILL)
             self.holder.wait(timeout=30)

@@ -106,8 +106,9 @@ def host(tmp_path_factory):
             leftover = host.run(f"{CHECKOUT}/.venv/bin/pytest --slurmflox-destroy", cwd=CHECKOUT, timeout=600)
             print(leftover.output[-2000:])
         finally:
-            host.close()
-        assert cluster_cgroups(f"{CHECKOUT}/operator") == [], "the cluster's cgroups are left on the machine"
+            left = cluster_cgroups(f"{CHECKOUT}/operator")
+            host.close(f"{CHECKOUT}/operator")
+        assert left == [], "the cluster's cgroups were left on the machine"
 
 
 @pytest.fixture(scope="module")
