@@ -1,0 +1,73 @@
+"""Integration (issue 26): a healthy local cluster signs off, and the same cluster with one mutation does not.
+
+One private 3-worker deployment, brought up the way a user signs one off (``--slurmflox-up=local -m acceptance
+--slurmflox-signoff``). That run must exit 0 with ``SIGNED OFF (profile local; not applicable: ...)`` naming what a
+cluster without Kubernetes cannot show, as NOT APPLICABLE in evidence.json and JUnit, never as PASS. Then worker2's
+TaskProlog (not the first worker) also exports a loader path: the same full sign-off must end NOT SIGNED OFF and
+non-zero because of that worker, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from acceptance_helpers import deployed, group_verdicts, mutated, task_prolog_exporting
+
+from pytest_slurmflox.validation import validate_evidence, validate_junit
+
+pytestmark = pytest.mark.integration
+
+SIGNOFF = ("-m", "acceptance", "--slurmflox-signoff")
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    with deployed(tmp_path_factory, "signoff", "--slurmflox-compute-replicas=3", *SIGNOFF) as recorded:
+        yield recorded
+
+
+def _artifacts(output: str) -> Path:
+    found = re.search(r"slurmflox: artifacts in (\S+): ", output)
+    assert found, output[-3000:]
+    return Path(found.group(1))
+
+
+def test_healthy_local_cluster_is_signed_off_naming_what_does_not_apply(deployment):
+    _, _, _, run = deployment
+    print(run.output[-5000:])
+    line = re.search(r"^verdict for run \S+: (.*) \(sign-off requested", run.output, re.M)
+    assert line and line.group(1).startswith("SIGNED OFF (profile local; not applicable: T1, "), run.output[-5000:]
+    assert run.rc == 0, run.output[-5000:]
+    verdicts = group_verdicts(run.output)
+    assert verdicts["T1"] == "NOT APPLICABLE" and all(v == "PASS" for g, v in verdicts.items() if g != "T1"), verdicts
+    artifacts = _artifacts(run.output)
+    evidence = json.loads((artifacts / "evidence.json").read_text())
+    assert validate_evidence(artifacts / "evidence.json") == [] and validate_junit(artifacts / "junit.xml") == []
+    assert evidence["run"]["verdict"] == "SIGNED OFF" and evidence["run"]["profile"]["name"] == "local"
+    assert evidence["run"]["verdict_line"] == line.group(1)
+    na = [c for c in evidence["checks"] if c["verdict"] == "NOT APPLICABLE"]
+    assert na and all(
+        "missing capability kubernetes" in c["skip_reason"] or "flox-shim" in c["skip_reason"] for c in na
+    )
+    # nothing was skipped as such: every SKIP a local cluster has is a Kubernetes one, and those are not applicable
+    assert [c["nodeid"] for c in evidence["checks"] if c["verdict"] in ("SKIP", "FAIL", "NOT RUN")] == []
+    # JUnit: the same checks as skipped cases whose message says not applicable
+    skipped = [m for o, m in run.cases.values() if o == "skipped"]
+    assert len(skipped) == len(na) and all(m.startswith("not applicable (profile local: ") for m in skipped), skipped
+
+
+def test_one_broken_worker_keeps_the_same_cluster_not_signed_off(deployment):
+    breaks = task_prolog_exporting("export LD_LIBRARY_PATH=/opt/sfx-loader")
+    run = mutated(deployment, {"worker2": breaks}, *SIGNOFF)
+    print(run.output[-5000:])
+    assert run.rc != 0, run.output[-5000:]
+    assert re.search(r"^verdict for run \S+: NOT SIGNED OFF \(profile local; ", run.output, re.M), run.output[-5000:]
+    evidence = json.loads((_artifacts(run.output) / "evidence.json").read_text())
+    reasons = evidence["run"]["verdict_reasons"]
+    assert any(r.startswith("required group TP is FAIL") for r in reasons), reasons
+    # the mutation is the reason, and the only one: nothing skipped or did not run, only FAILs naming worker2
+    assert all(" is FAIL: " in r or " FAILED: " in r for r in reasons), reasons
+    assert "LD_LIBRARY_PATH='/opt/sfx-loader'" in run.messages() and "worker2" in run.messages(), run.output[-5000:]
