@@ -57,7 +57,7 @@ def group_verdicts(output: str) -> dict[str, str]:
 def task_prolog_exporting(*lines: str) -> tuple[str, str]:
     """(break, restore) root commands for a node: its TaskProlog also prints ``lines`` (``export NAME=value``, so
     each task of that worker gets them), through a bind-mounted copy; the restore unmounts it."""
-    extra = "printf \"%s\\n\" " + " ".join(f'"{line}"' for line in lines) + "; exit 0"
+    extra = 'printf "%s\\n" ' + " ".join(f'"{line}"' for line in lines) + "; exit 0"
     breaks = (
         f"cp {TASK_PROLOG} /tmp/.sfx-task-prolog.sh && sed -i 's|^exit 0$|{extra}|' /tmp/.sfx-task-prolog.sh && "
         f"grep -qF -- {shlex.quote(lines[0])} /tmp/.sfx-task-prolog.sh && "
