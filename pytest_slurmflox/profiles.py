@@ -29,6 +29,7 @@ _CAPABILITY = re.compile(r"missing capability ([\w.-]+):")
 
 _NO_KUBE = "no Kubernetes API on this kind of target"
 _NO_SHIM = "the Flox containerd shim exists only on Kubernetes nodes"
+_OWN_REVISION = "the substrate wrote the target's revision from the same settings: no hand-written revision to check"
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,12 @@ class Profile:
 _LOCAL = Profile(
     "local",
     "substrate `local`: Slurm daemons in namespaces on this host, no Kubernetes",
-    absent={"kubernetes": _NO_KUBE, "flox-shim": _NO_SHIM},
+    absent={"kubernetes": _NO_KUBE, "flox-shim": _NO_SHIM, "declared-revision": _OWN_REVISION},
     groups={"T1": "the Flox shim on the slurmd CRI sandbox needs Kubernetes nodes"},
 )
-_QEMU = Profile("qemu", "substrate `qemu`: the reference, Kubernetes on VMs we own")
+_QEMU = Profile(
+    "qemu", "substrate `qemu`: the reference, Kubernetes on VMs we own", absent={"declared-revision": _OWN_REVISION}
+)
 _KUBERNETES = Profile(
     "kubernetes",
     "substrate `existing` with a `kubernetes` section: a customer's cluster",

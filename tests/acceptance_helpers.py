@@ -37,8 +37,9 @@ LOCAL_MUST_PASS = (
     "test_ta_accounting",
     "test_tr_rest",
 )
-#: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
-LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
+#: The only capabilities a local cluster lacks: checks needing them SKIP naming them, NOT APPLICABLE (profile local;
+#: ``declared-revision``: a substrate's target has no hand-written revision to check).
+LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim", "declared-revision")
 #: The groups whose sign-off verdict is PASS on a local cluster: T2, T4 and T10 with their Kubernetes checks NOT
 #: APPLICABLE (profile local, pytest_slurmflox/profiles.py); T1 is NOT APPLICABLE as a whole.
 LOCAL_PASS_GROUPS = frozenset(
@@ -50,7 +51,7 @@ TASK_PROLOG = "/etc/slurm/flox-task-prolog/task-prolog.sh"
 
 def group_verdicts(output: str) -> dict[str, str]:
     """The sign-off summary's verdict per group (``*T3    PASS  pass 4 ...``), from a run's terminal output."""
-    found = re.findall(r"^\*?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN|NOT APPLICABLE)\s+pass\b", output, re.M)
+    found = re.findall(r"^[* ]?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN|NOT APPLICABLE)\s+pass\b", output, re.M)
     return dict(found)
 
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import deployed, group_verdicts, mutated, task_prolog_exporting
+from acceptance_helpers import LOCAL_MISSING_CAPABILITIES, deployed, group_verdicts, mutated, task_prolog_exporting
 
 from pytest_slurmflox.validation import validate_evidence, validate_junit
 
@@ -40,6 +40,7 @@ def test_healthy_local_cluster_is_signed_off_naming_what_does_not_apply(deployme
     print(run.output[-5000:])
     line = re.search(r"^verdict for run \S+: (.*) \(sign-off requested", run.output, re.M)
     assert line and line.group(1).startswith("SIGNED OFF (profile local; not applicable: T1, "), run.output[-5000:]
+    assert "T4: 1 check" in line.group(1) and "T10: 1 check" in line.group(1), line.group(1)
     assert run.rc == 0, run.output[-5000:]
     verdicts = group_verdicts(run.output)
     assert verdicts["T1"] == "NOT APPLICABLE" and all(v == "PASS" for g, v in verdicts.items() if g != "T1"), verdicts
@@ -49,10 +50,9 @@ def test_healthy_local_cluster_is_signed_off_naming_what_does_not_apply(deployme
     assert evidence["run"]["verdict"] == "SIGNED OFF" and evidence["run"]["profile"]["name"] == "local"
     assert evidence["run"]["verdict_line"] == line.group(1)
     na = [c for c in evidence["checks"] if c["verdict"] == "NOT APPLICABLE"]
-    assert na and all(
-        "missing capability kubernetes" in c["skip_reason"] or "flox-shim" in c["skip_reason"] for c in na
-    )
-    # nothing was skipped as such: every SKIP a local cluster has is a Kubernetes one, and those are not applicable
+    needs = tuple(f"missing capability {cap}" for cap in LOCAL_MISSING_CAPABILITIES)
+    assert na and all(any(n in c["skip_reason"] for n in needs) for c in na), na
+    # nothing was skipped as such: every SKIP a local cluster has needs what it lacks, and those are not applicable
     assert [c["nodeid"] for c in evidence["checks"] if c["verdict"] in ("SKIP", "FAIL", "NOT RUN")] == []
     # JUnit: the same checks as skipped cases whose message says not applicable
     skipped = [m for o, m in run.cases.values() if o == "skipped"]
