@@ -51,8 +51,9 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target):
     own = res.own_text
     requirement(res.ok and own.count("checked") == len(workers), "the probe ran on every worker", res)
     requirement("READABLE" not in own, "no node secret is readable by a task", res)
-    if target.why_missing("admin") is not None:
-        return  # the task side is the requirement; presence needs the admin side, which this target has not
+    if target.spec.admin is None:
+        return  # the task side is the requirement; presence needs the admin side, which this target declares not
+    require(target, "admin")  # declared but not working: FAIL naming it, never a silent early PASS (#26)
     probe = f"for f in {keys}; do [ -e $f ] && echo $f; done; true"
     present = on_each(SimpleNamespace(srun=_admin_srun(target, submit)), workers, probe)
     holders = {node for node, lines in per_node(present).items() if lines}

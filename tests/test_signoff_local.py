@@ -14,7 +14,15 @@ import re
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import LOCAL_MISSING_CAPABILITIES, deployed, group_verdicts, mutated, task_prolog_exporting
+import yaml
+from acceptance_helpers import (
+    LOCAL_MISSING_CAPABILITIES,
+    deployed,
+    group_verdicts,
+    mutated,
+    run_pytest,
+    task_prolog_exporting,
+)
 
 from pytest_slurmflox.validation import validate_evidence, validate_junit
 
@@ -71,3 +79,19 @@ def test_one_broken_worker_keeps_the_same_cluster_not_signed_off(deployment):
     # the mutation is the reason, and the only one: nothing skipped or did not run, only FAILs naming worker2
     assert all(" is FAIL: " in r or " FAILED: " in r for r in reasons), reasons
     assert "LD_LIBRARY_PATH='/opt/sfx-loader'" in run.messages() and "worker2" in run.messages(), run.output[-5000:]
+
+
+def test_declared_admin_that_does_not_work_fails_t10_and_td(deployment, tmp_path):
+    """#26: the same cluster described with an admin login that cannot log in. T10's key-presence part and TD's
+    directory queries need the declared admin: they FAIL naming it (before: T10 returned early, a PASS, and TD
+    quietly asked from the login endpoint instead)."""
+    home, workdir, _, _ = deployment
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc["admin"] = {**doc["admin"], "user": "sfxnoadmin"}
+    broken = tmp_path / "target.yaml"
+    broken.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, f"--slurmflox-target={broken}", "-m", "T10 or TD", timeout=600)
+    failed = run.outcomes("failure") + run.outcomes("error")
+    assert "test_t10_isolation::test_tasks_cannot_read_node_secrets" in failed, run.output[-3000:]
+    assert any(f.startswith("test_td_directory::") for f in failed), run.output[-3000:]
+    assert "declared capability admin answers" in run.messages() + run.messages("error"), run.output[-3000:]
