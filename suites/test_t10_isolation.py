@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_slurmflox.checks import node_pool_problems, placement_problems
+from pytest_slurmflox.kubeobjects import worker_pods
 
 from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, per_node, require, requirement
 
@@ -112,7 +113,7 @@ def test_worker_pods_only_on_reserved_nodes(target, expect):
     nodeset = declared_nodeset(target)
     problems = placement_problems(nodeset["spec"]["template"])
     requirement(not problems, "the NodeSet selects and tolerates the reserved pool", *problems)
-    pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
+    pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)  # its running pods only (#26)
     hosts = [p["spec"].get("nodeName") for p in pods]
     problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h])
     requirement(
