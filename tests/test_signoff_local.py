@@ -44,7 +44,7 @@ def _artifacts(output: str) -> Path:
 
 
 def test_healthy_local_cluster_is_signed_off_naming_what_does_not_apply(deployment):
-    _, _, _, run = deployment
+    home, _, _, run = deployment
     print(run.output[-5000:])
     line = re.search(r"^verdict for run \S+: (.*) \(sign-off requested", run.output, re.M)
     assert line and line.group(1).startswith("SIGNED OFF (profile local; not applicable: T1, "), run.output[-5000:]
@@ -54,7 +54,9 @@ def test_healthy_local_cluster_is_signed_off_naming_what_does_not_apply(deployme
     assert verdicts["T1"] == "NOT APPLICABLE" and all(v == "PASS" for g, v in verdicts.items() if g != "T1"), verdicts
     artifacts = _artifacts(run.output)
     evidence = json.loads((artifacts / "evidence.json").read_text())
-    assert validate_evidence(artifacts / "evidence.json") == [] and validate_junit(artifacts / "junit.xml") == []
+    junit = min(home.glob("junit-*.xml"))  # run_pytest's --junitxml: the first is the sign-off run's
+    assert validate_evidence(artifacts / "evidence.json") == [] and validate_junit(junit) == []
+    assert 'name="slurmflox_profile" value="local"' in junit.read_text()
     assert evidence["run"]["verdict"] == "SIGNED OFF" and evidence["run"]["profile"]["name"] == "local"
     assert evidence["run"]["verdict_line"] == line.group(1)
     na = [c for c in evidence["checks"] if c["verdict"] == "NOT APPLICABLE"]
