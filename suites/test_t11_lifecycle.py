@@ -104,7 +104,9 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     rec, log = lifecycle
     new_policy = "append" if expect.settings.worker_path_precedence == "prepend" else "prepend"
     new = _changed(expect.settings, worker_path_precedence=new_policy)
-    blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", suffix="running")
+    # --exclusive: the blocker holds a whole worker, so the queued job really cannot start before the barrier (with
+    # one of a worker's CPUs it could, and did: it then ran on the old revision before the partition closed)
+    blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", "--exclusive", suffix="running")
     submit.slurm.wait([blocker], until=frozenset({"RUNNING"}), timeout=job_timeout())
     watcher = Watcher(target)
     watcher.start()
