@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .profiles import NOT_APPLICABLE
 from .secrets import Redactor
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
 from .state import atomic_write
@@ -71,6 +72,7 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         f'<tr class="sfx-group sfx-{e(g.verdict.lower().replace(" ", "-"))}"><td>{e(g.group)}</td>'
         f"<td>{'required' if g.required else 'optional'}</td><td><b>{e(g.verdict)}</b></td>"
         f"<td>{g.counts[PASS]}</td><td>{g.counts[FAIL]}</td><td>{g.counts[SKIP]}</td>"
+        f"<td>{g.counts.get(NOT_APPLICABLE, 0)}</td>"
         f"<td>{e(g.title)}<br><small>{'<br>'.join(e(r) for r in g.reasons)}</small></td></tr>"
         for g in signoff.groups
     )
@@ -79,9 +81,11 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         f'<div id="slurmflox-signoff"><h2>Sign-off summary</h2>'
         f'<p id="slurmflox-verdict" style="font-size:1.3em;color:{colour}"><b>{e(signoff.verdict)}</b>'
         f" &mdash; run {e(run_id)} ({e(mode)})</p>"
+        f'<p id="slurmflox-profile">profile <b>{e(signoff.profile)}</b>; not applicable: '
+        f"{e(', '.join(signoff.not_applicable) or 'nothing')} (shown as NOT APPLICABLE, never PASS)</p>"
         + (f'<ul id="slurmflox-reasons">{reasons}</ul>' if reasons else "")
         + '<table id="slurmflox-groups">'
-        "<tr><th>Group</th><th>Required</th><th>Verdict</th><th>Pass</th><th>Fail</th><th>Skip</th>"
+        "<tr><th>Group</th><th>Required</th><th>Verdict</th><th>Pass</th><th>Fail</th><th>Skip</th><th>N/A</th>"
         f"<th>Requirement / reasons</th></tr>{rows}</table>"
         + (
             f'<p>Machine-readable: <a href="{e(paths.evidence.name)}">{e(paths.evidence.name)}</a>, '

@@ -26,6 +26,7 @@ from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, rep
 from .environment import FACT_ROWS, target_metadata
 from .groups import GROUPS, item_group
 from .options import SessionState
+from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from .signoff import (
     EXCERPT,
@@ -35,7 +36,6 @@ from .signoff import (
     decide,
     failure_line,
     report_properties,
-    required_for,
     summary_lines,
 )
 from .state import atomic_write
@@ -79,6 +79,14 @@ class ReportWriter:
         self.started = time.time()
         #: group -> why its checks were deselected in this process (-m, -k, --slurmflox-groups, destructive)
         self.deselected_groups: dict[str, str] = {}
+        self._profile: Profile | None = None
+
+    @property
+    def profile(self) -> Profile:
+        """The sign-off profile of this run's target (profiles.py), read once the target is located."""
+        if self._profile is None:
+            self._profile = profile_of(load_spec(self.state.target_path))
+        return self._profile
 
     @property
     def redact(self) -> Redactor:
@@ -135,6 +143,7 @@ class ReportWriter:
         """Redact what other reporters (terminal, JUnit, HTML) will write, then fold the report into a check."""
         redact = self.redact
         redact_longrepr(report, redact)
+        mark_not_applicable(report, self.profile)
         report.sections = [(title, redact(body)) for title, body in report.sections]
         report.user_properties = [
             (name, _redact_property(name, value, redact)) for name, value in report_properties(report)
@@ -144,9 +153,11 @@ class ReportWriter:
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
             report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
             # JUnit takes the teardown report's properties: the group, and the evidence with long outputs linked
-            props = [(n, v) for n, v in report.user_properties if n not in ("slurmflox_evidence", "slurmflox_group")]
+            ours = ("slurmflox_evidence", "slurmflox_group", "slurmflox_verdict")
+            props = [(n, v) for n, v in report.user_properties if n not in ours]
             if check.group:
                 props.append(("slurmflox_group", check.group))
+            props.append(("slurmflox_verdict", check.verdict))
             props.append(("slurmflox_evidence", json.dumps(check.evidence)))
             report.user_properties = props
 
@@ -163,6 +174,9 @@ class ReportWriter:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
         group = self.collector.group_of(report.nodeid) or ""
+        check = self.collector.checks.get(report.nodeid)
+        if check is not None and check.verdict == NOT_APPLICABLE:  # pytest-html itself can only say "Skipped"
+            group += f" ({NOT_APPLICABLE.lower()})"
         cells.insert(2, f'<td class="col-group">{html.escape(group)}</td>')
 
     @pytest.hookimpl(optionalhook=True)
@@ -180,14 +194,14 @@ class ReportWriter:
         self.signoff = decide(
             checks,
             requested=self.request.requested,
-            required_groups=required_for(load_spec(self.state.target_path)),
+            profile=self.profile,
             workloads_given=self.request.workloads_given,
             collect_errors=self.collector.collect_errors,
             deselected=self.deselected_groups,
         )
         self._update_metadata()
         if self.html_report is not None:
-            self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.verdict}"
+            self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
         if self.request.requested and not self.signoff.signed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_evidence(checks, self.signoff, int(session.exitstatus))
@@ -202,6 +216,8 @@ class ReportWriter:
         if xml is not None:
             xml.add_global_property("slurmflox_run_id", self.state.run_id)
             xml.add_global_property("slurmflox_verdict", signoff.verdict)
+            xml.add_global_property("slurmflox_profile", signoff.profile)
+            xml.add_global_property("slurmflox_not_applicable", ", ".join(signoff.not_applicable))
             xml.add_global_property("slurmflox_evidence_schema", SCHEMA_ID)
 
     def _write_evidence(self, checks: list[Check], signoff: SignOff, exit_status: int) -> None:
@@ -218,7 +234,15 @@ class ReportWriter:
                 "exit_status": exit_status,
                 "signoff_requested": signoff.requested,
                 "verdict": signoff.verdict,
+                "verdict_line": signoff.headline,
                 "verdict_reasons": list(signoff.reasons),
+                "profile": {
+                    "name": self.profile.name,
+                    "target": self.profile.target,
+                    "not_applicable_groups": dict(self.profile.groups),
+                    "not_applicable_capabilities": dict(self.profile.absent),
+                    "not_applicable": list(signoff.not_applicable),
+                },
                 "required_groups": list(signoff.required),
                 "artifacts": {
                     "html": self.paths.html.name,
@@ -240,7 +264,7 @@ class ReportWriter:
             hoist_top(self.paths.html)
         verdict_ok = self.signoff.signed or not self.signoff.requested
         terminalreporter.write_sep("=", "slurmflox sign-off summary", bold=True)
-        for line in summary_lines(self.signoff, self.state.run_id):
+        for line in [*table_lines(self.profile), *summary_lines(self.signoff, self.state.run_id)]:
             terminalreporter.write_line(line)
         secrets = secret_files(self.state.workdir, load_spec(self.state.target_path))
         leaks = scan_for_secrets(self.paths.artifacts(), secret_needles(secrets))
@@ -268,6 +292,19 @@ def redact_longrepr(report: Any, redact: Redactor) -> None:
     cleaned = redact(text)
     if cleaned != text:
         report.longrepr = cleaned
+
+
+def mark_not_applicable(report: Any, profile: Profile) -> None:
+    """A skip naming a capability this kind of target never has is reported as not applicable (terminal, JUnit's
+    skipped message, HTML): its reason is rewritten before those reporters see it; the collector reads the same."""
+    if not report.skipped or not (isinstance(report.longrepr, tuple) and len(report.longrepr) == 3):
+        return
+    path, line, reason = report.longrepr
+    text = str(reason)
+    prefix = "Skipped: " if text.startswith("Skipped: ") else ""
+    rewritten = profile.not_applicable(text.removeprefix(prefix))
+    if rewritten is not None:
+        report.longrepr = (path, line, prefix + rewritten)
 
 
 def _redact_property(name: str, value: Any, redact: Redactor) -> Any:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .groups import CAPABILITY_GROUPS, GROUPS, REQUIRED_GROUPS
+from .groups import DESTRUCTIVE_GROUPS, GROUPS
+from .profiles import NOT_APPLICABLE, NOT_APPLICABLE_PREFIX, UNKNOWN, Profile, profile_of
 
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
 SIGNED_OFF, NOT_SIGNED_OFF = "SIGNED OFF", "NOT SIGNED OFF"
@@ -73,7 +74,7 @@ class Check:
             "nodeid": self.nodeid,
             "verdict": self.verdict,
             "phase": self.phase,
-            "skip_reason": self.reason if self.verdict == SKIP else None,
+            "skip_reason": self.reason if self.verdict in (SKIP, NOT_APPLICABLE) else None,
             "failure": (self.failure or self.reason) if self.verdict == FAIL else None,
             "duration": round(self.duration, 4),
             "span": self.span,
@@ -189,20 +190,35 @@ class SignOff:
     groups: tuple[GroupSummary, ...]
     reasons: tuple[str, ...]  #: why it is not signed off (empty when it is)
     required: tuple[str, ...]
+    profile: str = UNKNOWN.name  #: the kind of target the required set was decided for (profiles.py)
+    not_applicable: tuple[str, ...] = ()  #: what did not apply: whole groups, then checks per group
 
     @property
     def signed(self) -> bool:
         return self.verdict == SIGNED_OFF
 
+    @property
+    def headline(self) -> str:
+        """``SIGNED OFF (profile local; not applicable: T1, T2: 1 check, ...)``: the verdict and what it excluded."""
+        na = ", ".join(self.not_applicable) or "nothing"
+        return f"{self.verdict} (profile {self.profile}; not applicable: {na})"
+
 
 def _skipped(reason: str) -> str:
+    if reason.startswith(NOT_APPLICABLE_PREFIX):
+        return NOT_APPLICABLE
     return NOT_RUN if reason.startswith(NOT_RUN_PREFIX) else SKIP
 
 
 def group_verdict(checks: Iterable[Check]) -> str:
-    verdicts = [c.verdict for c in checks]
-    if not verdicts:
+    """FAIL over NOT RUN over SKIP over PASS; a not-applicable check counts for nothing, and a group whose every
+    check is not applicable is NOT APPLICABLE (never PASS)."""
+    all_verdicts = [c.verdict for c in checks]
+    if not all_verdicts:
         return NOT_RUN
+    verdicts = [v for v in all_verdicts if v != NOT_APPLICABLE]
+    if not verdicts:
+        return NOT_APPLICABLE
     if FAIL in verdicts:
         return FAIL
     if NOT_RUN in verdicts:
@@ -217,64 +233,99 @@ def _group_reasons(checks: list[Check]) -> tuple[str, ...]:
     for check in checks:
         if check.verdict == FAIL:
             reasons[f"FAIL {check.nodeid.rsplit('::', 1)[-1]}: {check.reason}"] = 1
-        elif check.verdict in (SKIP, NOT_RUN):
-            key = f"{check.verdict}: {check.reason}"
+        elif check.verdict in (SKIP, NOT_RUN, NOT_APPLICABLE):
+            key = check.reason if check.verdict == NOT_APPLICABLE else f"{check.verdict}: {check.reason}"
             reasons[key] = reasons.get(key, 0) + 1
     return tuple(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
 
 
 def required_for(spec: Any) -> tuple[str, ...]:
-    """The required groups for a target: a service group (:data:`groups.CAPABILITY_GROUPS`) only where the target
-    file declares that service; every group when the target is unknown (an unreadable target signs nothing off)."""
-    return tuple(
-        g for g in REQUIRED_GROUPS if g not in CAPABILITY_GROUPS or spec is None or spec.declares(CAPABILITY_GROUPS[g])
-    )
+    """The required groups for a target (TW included; :func:`decide` drops it without a corpus): its profile's
+    (profiles.py), a service group only where the target file declares that service; every group when the target
+    is unknown (an unreadable target signs nothing off)."""
+    return profile_of(spec).required(workloads_given=True)
+
+
+def classify(checks: Iterable[Check], profile: Profile) -> None:
+    """Mark each skipped check that needs a capability this kind of target never has NOT APPLICABLE, its reason
+    saying so (the report writer rewrote the skip text already when it knew the profile; this is idempotent)."""
+    for check in checks:
+        if check.verdict in (SKIP, NOT_APPLICABLE):
+            reason = profile.not_applicable(check.reason)
+            if reason is not None:
+                check.verdict, check.reason = NOT_APPLICABLE, reason
+
+
+def _not_applicable(groups: Iterable[GroupSummary], by_group: Mapping[str, list[Check]]) -> tuple[str, ...]:
+    whole = [g.group for g in groups if g.verdict == NOT_APPLICABLE]
+    partly = []
+    for g in groups:
+        n = sum(1 for c in by_group.get(g.group, []) if c.verdict == NOT_APPLICABLE)
+        if n and g.verdict != NOT_APPLICABLE:
+            partly.append(f"{g.group}: {n} check{'s' if n > 1 else ''}")
+    return (*whole, *partly)
+
+
+def _summary(
+    g: str,
+    members: list[Check],
+    required: bool,
+    excluded: Mapping[str, str],
+    deselected: Mapping[str, str],
+    profile: Profile,
+) -> GroupSummary:
+    """One group's line of the verdict: a group the profile excludes that showed nothing is NOT APPLICABLE."""
+    counts = {v: sum(1 for c in members if c.verdict == v) for v in (PASS, FAIL, SKIP, NOT_APPLICABLE)}
+    verdict = group_verdict(members)
+    if g in excluded and verdict in (NOT_RUN, NOT_APPLICABLE):
+        verdict = NOT_APPLICABLE
+        reasons: tuple[str, ...] = (f"{NOT_APPLICABLE_PREFIX} (profile {profile.name}): {excluded[g]}",)
+    else:
+        not_run = deselected.get(g, "no check of this group ran (deselected or not collected)")
+        reasons = _group_reasons(members) or ((not_run,) if not members else ())
+    title = GROUPS.get(g, "acceptance checks without a group")
+    return GroupSummary(group=g, title=title, required=required, verdict=verdict, counts=counts, reasons=reasons)
 
 
 def decide(
     checks: Iterable[Check],
     *,
     requested: bool,
-    required_groups: Iterable[str] = REQUIRED_GROUPS,
+    required_groups: Iterable[str] | None = None,
+    profile: Profile = UNKNOWN,
     workloads_given: bool = False,
     collect_errors: Iterable[str] = (),
     deselected: Mapping[str, str] | None = None,
 ) -> SignOff:
     """The sign-off verdict over the whole requirement set.
 
-    Every required group is listed, run or not: ``required_groups`` (by default :data:`groups.REQUIRED_GROUPS`;
-    TW only when a workload corpus was given, its checks do not exist otherwise). A required group with no check in
-    this run (deselected by ``-m``, ``-k`` or ``--slurmflox-groups``, or never collected) is NOT RUN, naming why
-    when ``deselected`` (group -> reason) knows. Signed off only if every required group PASSed (SKIP and NOT RUN
-    are not PASS), nothing failed anywhere and nothing failed to collect.
+    Every required group is listed, run or not: ``required_groups`` (by default the ``profile``'s; TW only when a
+    workload corpus was given, its checks do not exist otherwise). A required group with no check in this run
+    (deselected by ``-m``, ``-k`` or ``--slurmflox-groups``, or never collected) is NOT RUN, naming why when
+    ``deselected`` (group -> reason) knows. A check that SKIPs naming a capability the profile never has is NOT
+    APPLICABLE, and so is a group the profile excludes (it is not required). Signed off only if every required
+    group PASSed (SKIP, NOT RUN and NOT APPLICABLE are not PASS), nothing failed anywhere and nothing failed to
+    collect.
     """
     checks = list(checks)
+    classify(checks, profile)
     deselected = deselected or {}
+    if required_groups is None:
+        required_groups = profile.required(workloads_given=workloads_given)
     by_group: dict[str, list[Check]] = {}
     for check in checks:
         by_group.setdefault(check.group or NO_GROUP, []).append(check)
     required = tuple(g for g in required_groups if g != "TW" or workloads_given)
-    order = [g for g in GROUPS if g in by_group or g in required] + ([NO_GROUP] if NO_GROUP in by_group else [])
-    groups = []
-    for g in order:
-        members = by_group.get(g, [])
-        counts = {v: sum(1 for c in members if c.verdict == v) for v in (PASS, FAIL, SKIP)}
-        not_run = deselected.get(g, "no check of this group ran (deselected or not collected)")
-        reasons = _group_reasons(members) or ((not_run,) if not members else ())
-        groups.append(
-            GroupSummary(
-                group=g,
-                title=GROUPS.get(g, "acceptance checks without a group"),
-                required=g in required,
-                verdict=group_verdict(members),
-                counts=counts,
-                reasons=reasons,
-            )
-        )
+    excluded = {g: why for g, why in profile.groups.items() if g not in DESTRUCTIVE_GROUPS}
+    shown = [g for g in GROUPS if g in by_group or g in required or g in excluded]
+    order = shown + ([NO_GROUP] if NO_GROUP in by_group else [])
+    groups = [_summary(g, by_group.get(g, []), g in required, excluded, deselected, profile) for g in order]
     why: list[str] = [f"collection error: {e}" for e in collect_errors]
     if not checks:
         why.append("no acceptance check was run")
     for summary in groups:
+        # a required group none of whose checks applied blocks too: the profile did not foresee it (-k may have
+        # left only its not-applicable checks), so nothing of it was shown
         if summary.required and summary.verdict != PASS:
             why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))
         elif not summary.required and summary.verdict == FAIL:
@@ -285,6 +336,8 @@ def decide(
         groups=tuple(groups),
         reasons=tuple(why),
         required=required,
+        profile=profile.name,
+        not_applicable=_not_applicable(groups, by_group),
     )
 
 
@@ -294,11 +347,12 @@ def summary_lines(signoff: SignOff, run_id: str) -> list[str]:
     for g in signoff.groups:
         c = g.counts
         mark = "*" if g.required else " "
+        na = f"  n/a {c[NOT_APPLICABLE]:>2}" if c.get(NOT_APPLICABLE) else ""
         lines.append(
-            f"{mark}{g.group:<5} {g.verdict:<8} pass {c[PASS]:>2}  fail {c[FAIL]:>2}  skip {c[SKIP]:>2}  {g.title}"
+            f"{mark}{g.group:<5} {g.verdict:<14} pass {c[PASS]:>2}  fail {c[FAIL]:>2}  skip {c[SKIP]:>2}{na}  {g.title}"
         )
         lines.extend(f"         {reason}" for reason in g.reasons)
     mode = "sign-off requested" if signoff.requested else "sign-off not requested (--slurmflox-signoff)"
-    lines.append(f"verdict for run {run_id}: {signoff.verdict} ({mode}; * = required group)")
+    lines.append(f"verdict for run {run_id}: {signoff.headline} ({mode}; * = required group)")
     lines.extend(f"  - {reason}" for reason in signoff.reasons)
     return lines

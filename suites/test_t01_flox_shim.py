@@ -20,6 +20,7 @@ import pytest
 
 from pytest_slurmflox.checks import worker_template_problems
 from pytest_slurmflox.declared import IMAGE, REVISION_INPUTS
+from pytest_slurmflox.kubeobjects import worker_pods
 
 from ._support import declared, require, requirement
 
@@ -29,8 +30,11 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, py
 def _worker_pods(target):
     require(target, "kubernetes")
     require(target, "flox-shim")
-    pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
-    requirement(bool(pods), "the target runs slurmd worker pods", f"no slurmd pods in {target.spec.kubernetes}")
+    # the declared NodeSet's running pods only: another NodeSet or an evicted pod is not a worker of it (#26)
+    pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)
+    requirement(
+        bool(pods), "the declared NodeSet runs slurmd worker pods", f"no running pod of it in {target.spec.kubernetes}"
+    )
     return pods
 
 

@@ -5,7 +5,8 @@ the target file) and what it has at its realized path is that generation's conte
 
 Where the expectations come from (never from a file the worker wrote):
 
-- the pinned reference: the target file's ``expect.settings`` (WORKER_FLOX_ENV, WORKER_FLOX_GENERATION);
+- the pinned reference: the target file's ``expect.settings`` (WORKER_FLOX_ENV, WORKER_FLOX_GENERATION); that it
+  is ``owner/name:generation`` is no check here: the settings validators refuse any other target file (issue 26);
 - the content: the runtime provider's own record of the realized generation (local: the content digest, store
   entry and reference the local runtime provider recorded on the host when it realized ``local/<name>:<gen>``,
   read through the worker pool). A task on each worker recomputes the digest of what is really at the recorded
@@ -18,7 +19,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.declared import ENV
-from pytest_slurmflox.expectations import is_pinned_reference
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._nixstore import flox_lock_check, local_store_problems
@@ -30,15 +30,6 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T2]
 def test_cohort_is_what_slurm_lists_and_the_owner_owns(target):
     nodes, problems, evidence = cohort(target)
     requirement(bool(nodes) and not problems, "cohort: " + ("; ".join(problems) or "empty"), *evidence)
-
-
-def test_pinned_reference_is_declared_with_a_generation(target, expect):
-    declared(target, *ENV)
-    requirement(
-        is_pinned_reference(expect.environment),
-        f"the target pins {expect.environment!r} as owner/name:generation",
-        str(expect.settings.worker_flox_ref),
-    )
 
 
 def test_every_worker_has_the_pinned_generations_content(target, submit, workers, expect):

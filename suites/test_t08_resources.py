@@ -49,11 +49,21 @@ def test_advertised_capacity_equals_declared(slurm, workers, expect, target):
 
 
 def test_whole_worker_request_gets_every_declared_cpu(submit, expect, target):
+    """A request for every declared CPU runs, on that many CPUs as the kernel sees them (the task's
+    Cpus_allowed_list), not as Slurm's SLURM_CPUS_ON_NODE says, which only reads the request back (#26)."""
     declared(target, CPUS)
+    require_enforced(target, "cpu-binding")
     cpus = expect.settings.worker_cpus
     mark = Mark.new()
-    res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c " + shlex.quote(mark.echo("cpus=$SLURM_CPUS_ON_NODE")))
-    requirement(res.ok and mark.lines(res.stdout) == [f"cpus={cpus}"], f"a whole-worker request gets {cpus} CPUs", res)
+    probe = mark.echo("allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)")
+    res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c " + shlex.quote(probe))
+    allowed = [line.partition("=")[2] for line in mark.lines(res.stdout) if line.startswith("allowed=")]
+    got = len(_cpu_list(allowed[0])) if allowed else 0
+    requirement(
+        res.ok and got == cpus,
+        f"a whole-worker request runs on {cpus} CPUs (the kernel allows it {got}: {allowed})",
+        res,
+    )
 
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])

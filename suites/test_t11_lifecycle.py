@@ -105,13 +105,17 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     rec, log = lifecycle
     new_policy = "append" if expect.settings.worker_path_precedence == "prepend" else "prepend"
     new = _changed(expect.settings, worker_path_precedence=new_policy)
-    blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", suffix="running")
+    # --exclusive: the blocker holds a whole worker, so the queued job really cannot start before the barrier (with
+    # one of a worker's CPUs it could, and did: it then ran on the old revision before the partition closed)
+    blocker = submit.sbatch("#!/bin/bash\nsleep 4\n", "-N1", "--exclusive", suffix="running")
     submit.slurm.wait([blocker], until=frozenset({"RUNNING"}), timeout=job_timeout())
     watcher = Watcher(target)
     watcher.start()
     try:
+        mark = Mark.new()  # a site prolog or banner may print into the output: only our marked lines count (#26)
+        profile = "/run/flox-task-profile/current"
         queued = submit.sbatch(
-            "#!/bin/bash\ncat /run/flox-task-profile/current/path-precedence /run/flox-task-profile/current/revision\n",
+            "#!/bin/bash\n" + mark.wrap(f"cat {profile}/path-precedence {profile}/revision") + "\n",
             f"-N{len(workers)}",  # needs the whole cohort: it cannot start while the blocker holds a worker
             suffix="queued",
         )
@@ -129,7 +133,7 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     requirement(
         states[queued].state == "COMPLETED", "the job queued before the update ran after reopening", str(states)
     )
-    out = submit.output(queued).split()
+    out = mark.lines(submit.output(queued))
     requirement(out == [new_policy, outcome.revision], "it ran on a worker of the new revision", out, log)
     requirement(len(watcher.samples) > 20, "the watcher sampled throughout", f"{len(watcher.samples)} samples")
     requirement(

@@ -12,7 +12,9 @@ Where the expectations come from (never from the accounting records under test):
 - node list and a lower bound of elapsed time: the job's own output (the node it printed, the seconds it slept);
 - user and account: the target file (``login.user``, ``accounting.account``);
 - the unassociated user and the limited account with its MaxJobs: the target file's ``accounting`` section (these
-  two checks SKIP naming the key when it is not declared).
+  two checks SKIP naming the key when it is not declared);
+- what a refusal for an association looks like: Slurm's own reason text (:data:`ASSOCIATION_REFUSAL`), never a
+  non-zero exit alone (a missing user or a typo'd partition also exits non-zero).
 
 Accounting surviving a restart of slurmdbd and of slurmctld is group TAR (test_tar_accounting_restart.py): restarting
 the daemons is destructive, so it is opt-in like the lifecycle groups.
@@ -25,6 +27,7 @@ import time
 
 import pytest
 
+from ._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
 from ._support import Mark, marked, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TA]
@@ -95,8 +98,9 @@ def test_user_without_association_is_refused_at_submission(submit, target, acct)
     if accepted:
         target.admin.run(f"scancel {' '.join(t.split(';')[0] for t in accepted)}", timeout=30)
     requirement(
-        not res.ok and not accepted,
-        f"sbatch as {stranger} (no association) is refused at submission (AccountingStorageEnforce=associations)",
+        association_refused(res) and not accepted,
+        f"sbatch as {stranger} (no association) is refused at submission for its association: Slurm says "
+        f"'{ASSOCIATION_REFUSAL}' (AccountingStorageEnforce=associations), not another error",
         res,
     )
     assoc = submit.login.run(f"sacctmgr -n -P show assoc where user={shlex.quote(stranger)} format=account")

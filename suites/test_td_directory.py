@@ -9,8 +9,9 @@ changes what the next job sees, and adding it back restores it.
 
 Where the expectations come from: the target file's ``directory`` (URI, base DN, the user, the groups it must be in)
 and the directory itself, queried by our code with ``ldapsearch`` from the admin endpoint (the login endpoint when
-the target has no admin login): never NSS on the login endpoint, never a worker. A target that declares no
-directory SKIPs naming the capability ``directory``; one that declares a directory that does not answer FAILs.
+the target declares no admin login; a declared one that does not work FAILS): never NSS on the login endpoint,
+never a worker. A target that declares no directory SKIPs naming the capability ``directory``; one that declares a
+directory that does not answer FAILs.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ def _directory(target):
 
 
 def _reader(target):
-    """Where our code queries the directory from: the admin endpoint, else the login endpoint (never a worker)."""
-    return target.admin if target.why_missing("admin") is None else target.login
+    """Where our code queries the directory from: the admin endpoint, else (no admin declared) the login endpoint,
+    never a worker. A declared admin login that does not work is a FAIL naming it, never a silent fallback (#26)."""
+    if target.spec.admin is None:
+        return target.login
+    require(target, "admin")
+    return target.admin
 
 
 def _expected(target) -> DirectoryIdentity:

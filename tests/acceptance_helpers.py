@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -36,16 +37,34 @@ LOCAL_MUST_PASS = (
     "test_ta_accounting",
     "test_tr_rest",
 )
-#: The only capabilities a local cluster lacks: checks needing them SKIP naming them.
-LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim")
-#: The groups whose sign-off verdict is PASS on a local cluster (the others need Kubernetes or the Flox shim somewhere).
-LOCAL_PASS_GROUPS = frozenset({"T3", "T5", "T6", "T7", "T8", "T9", "T11", "TP", "TI", "TF", "TD", "TA", "TR"})
+#: The only capabilities a local cluster lacks: checks needing them SKIP naming them, NOT APPLICABLE (profile local;
+#: ``declared-revision``: a substrate's target has no hand-written revision to check).
+LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim", "declared-revision")
+#: The groups whose sign-off verdict is PASS on a local cluster: T2, T4 and T10 with their Kubernetes checks NOT
+#: APPLICABLE (profile local, pytest_slurmflox/profiles.py); T1 is NOT APPLICABLE as a whole.
+LOCAL_PASS_GROUPS = frozenset(
+    {"T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11", "TP", "TI", "TF", "TD", "TA", "TR"}
+)
+#: The worker TaskProlog of a local node (a bind mount over it is a mutation that a restore undoes).
+TASK_PROLOG = "/etc/slurm/flox-task-prolog/task-prolog.sh"
 
 
 def group_verdicts(output: str) -> dict[str, str]:
     """The sign-off summary's verdict per group (``*T3    PASS  pass 4 ...``), from a run's terminal output."""
-    found = re.findall(r"^\*?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN)\s+pass\b", output, re.M)
+    found = re.findall(r"^[* ]?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN|NOT APPLICABLE)\s+pass\b", output, re.M)
     return dict(found)
+
+
+def task_prolog_exporting(*lines: str) -> tuple[str, str]:
+    """(break, restore) root commands for a node: its TaskProlog also prints ``lines`` (``export NAME=value``, so
+    each task of that worker gets them), through a bind-mounted copy; the restore unmounts it."""
+    extra = 'printf "%s\\n" ' + " ".join(f'"{line}"' for line in lines) + "; exit 0"
+    breaks = (
+        f"cp {TASK_PROLOG} /tmp/.sfx-task-prolog.sh && sed -i 's|^exit 0$|{extra}|' /tmp/.sfx-task-prolog.sh && "
+        f"grep -qF -- {shlex.quote(lines[0])} /tmp/.sfx-task-prolog.sh && "
+        f"mount --bind /tmp/.sfx-task-prolog.sh {TASK_PROLOG}"
+    )
+    return breaks, f"umount {TASK_PROLOG}"
 
 
 def free_port() -> int:

@@ -22,6 +22,7 @@ from acceptance_helpers import (
     node_sh,
     passes_again,
     run_pytest,
+    task_prolog_exporting,
 )
 
 from pytest_slurmflox.concurrency import AUTO_WORKERS
@@ -114,13 +115,8 @@ def test_other_generations_content_under_the_pinned_path_fails_t2(deployment):
 def test_task_prolog_adding_variables_fails_tp_and_t10(deployment):
     """Issue case 2: the TaskProlog also prints LD_LIBRARY_PATH and a FloxHub token; tasks on that worker carry
     both. TP computes the exact task environment; T10 forbids credentials in tasks."""
-    prolog = "/etc/slurm/flox-task-prolog/task-prolog.sh"
-    extra = 'printf "%s\\n" "export LD_LIBRARY_PATH=/opt/x" "export FLOXHUB_TOKEN=sfx-not-a-token"; exit 0'
-    breaks = (
-        f"cp {prolog} /tmp/.sfx-task-prolog.sh && sed -i 's|^exit 0$|{extra}|' /tmp/.sfx-task-prolog.sh && "
-        f"grep -q LD_LIBRARY_PATH /tmp/.sfx-task-prolog.sh && mount --bind /tmp/.sfx-task-prolog.sh {prolog}"
-    )
-    run = mutated(deployment, {"worker1": (breaks, f"umount {prolog}")}, "-m", "TP or T10")
+    breaks = task_prolog_exporting("export LD_LIBRARY_PATH=/opt/x", "export FLOXHUB_TOKEN=sfx-not-a-token")
+    run = mutated(deployment, {"worker1": breaks}, "-m", "TP or T10")
     failed = run.outcomes("failure")
     assert any(f.startswith("test_tp_provenance::test_srun_task_environment") for f in failed), run.output[-3000:]
     assert any(f.startswith("test_tp_provenance::test_sbatch_task_environment") for f in failed), run.output[-3000:]

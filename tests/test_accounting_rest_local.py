@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 from acceptance_helpers import deployed, local_substrate, run_pytest
+from pytest_slurmflox.suites._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
 
 from pytest_slurmflox.expectations import slurm_sets
 from pytest_slurmflox.run import SSHRunner
@@ -120,9 +121,34 @@ def test_unassociated_user_is_refused(cluster):
     stranger = spec.accounting.unassociated_user
     res = admin.run(f"runuser -u {stranger} -- sbatch --parsable -o /dev/null --wrap /bin/true")
     assert not res.ok and not res.stdout.strip(), res.describe()
-    assert "account" in res.stderr.lower(), res.describe()  # refused for its association, not for anything else
+    assert association_refused(res), res.describe()  # refused for its association, not for anything else
     ok = login.run("sbatch --parsable -o /dev/null --wrap /bin/true")
     assert ok.ok, ok.describe()  # the same submission by the associated user is accepted
+
+
+def test_a_typod_partition_is_not_an_association_refusal(cluster):
+    """#26: TA judges a refusal by Slurm's reason. The user without an association, sent to a typo'd partition, is
+    refused too, but for the partition (ESLURM_INVALID_PARTITION_NAME's text): not what TA's judge accepts."""
+    spec, _, admin, _ = cluster
+    submit = f"runuser -u {spec.accounting.unassociated_user} -- sbatch --parsable -o /dev/null --wrap /bin/true -p "
+    typo = admin.run(submit + spec.partition + "x")
+    assert not typo.ok and "Invalid partition name specified" in typo.stderr, typo.describe()
+    assert not association_refused(typo), typo.describe()
+    right = admin.run(submit + spec.partition)
+    assert association_refused(right) and ASSOCIATION_REFUSAL in right.stderr, right.describe()
+
+
+def test_mutation_typod_unassociated_user_fails_ta(deployment, tmp_path):
+    """#26: a target naming a user the login node does not have (a typo): runuser fails, which a non-zero-exit judge
+    took for Slurm's refusal; TA now FAILS, asking for Slurm's reason."""
+    home, workdir, _, _ = deployment
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc["accounting"]["unassociated_user"] = doc["accounting"]["unassociated_user"] + "typo"
+    mutated = tmp_path / "target.yaml"
+    mutated.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, f"--slurmflox-target={mutated}", "-m", "TA", "-k", "without_association", timeout=600)
+    assert run.outcomes("failure") == ["test_ta_accounting::test_user_without_association_is_refused_at_submission"]
+    assert ASSOCIATION_REFUSAL in run.messages() and "does not exist" in run.messages(), run.output[-3000:]
 
 
 def test_bad_token_is_refused(cluster):

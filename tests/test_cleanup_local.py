@@ -154,7 +154,7 @@ def test_a_customer_target_that_declares_nothing_gets_not_run_never_a_default(de
         assert _group_verdict(run.output, group) == "NOT RUN", (group, run.output[-3000:])
     not_run = {name: message for name, (outcome, message) in run.cases.items() if "not run:" in message}
     named = {
-        "test_pinned_reference_is_declared_with_a_generation": "expect.settings.WORKER_FLOX_ENV",
+        "test_every_worker_has_the_pinned_generations_content": "expect.settings.WORKER_FLOX_ENV",
         "test_profile_matches_the_declared_deployment": REVISION_INPUTS[0],
         "test_write_on_one_worker_read_on_another_and_at_login": HOME,
         "test_declared_revision_is_the_one_the_settings_compute": "expect.revision",

@@ -181,8 +181,10 @@ def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
     # TD, TA and TR check services this target file does not declare (directory, accounting, rest): they run,
-    # but are not required
-    not_required = {"TW", *CAPABILITY_GROUPS}
+    # but are not required; TF never applies to a customer's Kubernetes target (profile kubernetes, #26)
+    not_required = {"TW", "TF", *CAPABILITY_GROUPS}
+    assert evidence["run"]["profile"]["name"] == "kubernetes"
+    assert evidence["run"]["verdict_line"].startswith("SIGNED OFF (profile kubernetes; not applicable: ")
     assert evidence["run"]["required_groups"] == [g for g in REQUIRED_GROUPS if g not in not_required]
     assert not any(g["required"] for g in evidence["groups"] if g["group"] in CAPABILITY_GROUPS)
     assert validate_evidence(paths.evidence) == []

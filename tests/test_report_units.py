@@ -11,6 +11,7 @@ import pytest
 from pytest_slurmflox.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
 from pytest_slurmflox.environment import image_digest
 from pytest_slurmflox.groups import REQUIRED_GROUPS
+from pytest_slurmflox.profiles import NOT_APPLICABLE
 from pytest_slurmflox.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_SIGNED_OFF, PASS, SIGNED_OFF, SKIP, Check, decide, summary_lines
 
@@ -46,7 +47,7 @@ def test_a_skip_is_never_a_pass():
     so = decide([*checks, _check("T3", PASS), _check("T3", SKIP, "k", "missing capability kubernetes")], requested=True)
     assert so.verdict == NOT_SIGNED_OFF
     t3 = next(g for g in so.groups if g.group == "T3")
-    assert t3.verdict == SKIP and t3.counts == {PASS: 1, FAIL: 0, SKIP: 1}
+    assert t3.verdict == SKIP and t3.counts == {PASS: 1, FAIL: 0, SKIP: 1, NOT_APPLICABLE: 0}
     assert [r for r in so.reasons if "missing capability kubernetes" in r] and len(so.reasons) == 1
 
 

@@ -290,3 +290,17 @@ def test_the_target_serializer_round_trips(tmp_path):
     assert all(getattr(got.settings, k.lower()) == getattr(want.settings, k.lower()) for k in WORKER_KEYS)
     assert back.expect.settings.worker_flox_generation == 18 and back.deployed == deployed
     assert doc["admin"] == {"user": "root"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("WORKER_FLOX_ENV", "echoip"), ("WORKER_FLOX_ENV", "flox/echoip:3"), ("WORKER_FLOX_GENERATION", "0")],
+)
+def test_an_unpinned_reference_is_refused_so_every_target_pins_one(key, value):
+    """Issue 26: why T2 has no check that the reference is pinned: no target file gets past these validators with
+    anything but owner/name:generation (the check removed from T2 could never fail)."""
+    from pytest_slurmflox.expectations import is_pinned_reference
+
+    assert is_pinned_reference(resolve(env={}).settings.worker_flox_ref)
+    with pytest.raises(SettingsError, match=key):
+        resolve(env={key: value})
