@@ -25,7 +25,7 @@ ANNOTATION_ENVIRONMENT = "flox.dev/environment"
 SLURMD_CONTAINER = "slurmd"
 #: The Slurm node name of a NodeSet pod, as the NodeSet controller labels every pod it creates (slurm-operator
 #: v1.2.1 ``api/v1beta1/well_known.go`` ``LabelNodeSetPodHostname``, set in
-#: ``internal/controller/nodeset/utils/utils.go`` from ``GetSlurmNodeName``). There is no ``slinky.slurm.net/node-name``.
+#: ``internal/controller/nodeset/utils/utils.go`` from ``GetSlurmNodeName``). No ``slinky.slurm.net/node-name`` exists.
 LABEL_POD_HOSTNAME = "nodeset.slinky.slurm.net/pod-hostname"
 #: Where the worker's profile initializer records the revision it realized (see suites/_support.PROFILE_DIR).
 PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"
