@@ -52,13 +52,14 @@ class NodeSetPool(NodeSetView, WorkerPool):
         return runtime_revision(settings)
 
     def apply(self, settings: Settings) -> str:
-        """Render the values for ``settings``' worker runtime (the deployment's own settings elsewhere), place them
-        on node1 and ``helm upgrade --install``."""
+        """Render the values for ``settings``' worker runtime and worker count (the deployment's own settings
+        elsewhere), place them on node1 and ``helm upgrade --install``."""
         from ...render.values import render_slurm_values, test_identity_files
         from ...settings import WORKER_KEYS
 
         runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
-        settings = self.substrate.settings.replace(**runtime)
+        # the cohort's size too: COMPUTE_REPLICAS is outside the revision, but the Reconciler applies a change of it
+        settings = self.substrate.settings.replace(**runtime, compute_replicas=settings.compute_replicas)
         revision = self.revision_for(settings)
         identity = None
         guest = self.substrate.guest(1)
@@ -74,6 +75,7 @@ class NodeSetPool(NodeSetView, WorkerPool):
                 chart_version=settings.slinky_version,
                 identity=identity,
                 root_ssh_authorized_keys=pubkey,
+                test_ssh_authorized_keys=pubkey if settings.login and settings.test_identity else None,
             )
             guest.put(VALUES_PATH, yaml.safe_dump(values, sort_keys=False), mode="0600").check()
             guest.root(slurm_chart_command(settings), timeout=1200).check()

@@ -45,6 +45,7 @@ from .kubeadm import (
 )
 
 if TYPE_CHECKING:
+    from ...kube import KubeClient
     from . import QemuSubstrate
 
 
@@ -139,8 +140,13 @@ def target_document(sub: QemuSubstrate) -> dict:
 def target_spec(sub: QemuSubstrate) -> TargetSpec:
     """What this deployment is, as the suites see it: built from the settings object it was given."""
     s = sub.settings
+    # known_hosts pins the node ports and, once the release runs, the login pod's keys (:func:`pin_login_keys`)
     login = Endpoint(
-        "127.0.0.1", s.login_ssh_port, s.test_user if s.test_identity else "root", sub.workdir.ssh_key, None
+        "127.0.0.1",
+        s.login_ssh_port,
+        s.test_user if s.test_identity else "root",
+        sub.workdir.ssh_key,
+        sub.workdir.known_hosts,
     )
     return TargetSpec(
         path=None,
@@ -157,6 +163,38 @@ def target_spec(sub: QemuSubstrate) -> TargetSpec:
         expect=Expectations(s, runtime_revision(s), s.worker_image, s.compute_replicas),
         deployed=s,
     )
+
+
+#: How long the slurm release may take to run after helm: image pulls plus each worker's first Flox realization
+#: (REFERENCE-DESIGN "Pre-warming": a large first realization can outlast kubelet's runtime request timeout).
+RELEASE_READY_SECONDS = 1800.0
+
+
+def release_ready(sub: QemuSubstrate) -> None:
+    """Wait for the controller, the login endpoint and the compute NodeSet, then pin the login's host keys."""
+    from ...kube import KubeClient
+    from .login import LOGINSET_NAME
+    from .pool import NODESET_NAME
+    from .ready import CONTROLLER_STATEFULSET, Release, wait_ready
+
+    kube = KubeClient(sub.workdir.kubeconfig, None, NAMESPACE_SLURM)
+    login = LOGINSET_NAME if sub.settings.login else None
+    took = wait_ready(
+        kube, Release(CONTROLLER_STATEFULSET, login, NODESET_NAME), RELEASE_READY_SECONDS, say=sub.progress
+    )
+    sub.progress(f"slurm release ready ({took:.0f}s)")
+    if login:
+        pin_login_keys(sub, kube)
+
+
+def pin_login_keys(sub: QemuSubstrate, kube: KubeClient) -> None:
+    """Pin the LoginSet's host keys (from the operator's Secret) for the forwarded login port."""
+    from .login import host_keys_secret_name, host_public_keys, pin_host_keys
+
+    name = host_keys_secret_name()
+    keys = host_public_keys(kube.secret(name), name)
+    pin_host_keys(sub.workdir.known_hosts, "127.0.0.1", sub.settings.login_ssh_port, keys)
+    sub.progress(f"login host keys pinned for [127.0.0.1]:{sub.settings.login_ssh_port} from Secret {name}")
 
 
 def provision_cluster(sub: QemuSubstrate) -> dict:
@@ -203,8 +241,9 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     write_secret(sub.workdir.kubeconfig, kubeconfig_for_host(admin, s.k8s_api_port))
     pool = sub.pool()
     if pool.desired_revision() is None:
-        sub.progress("installing the slurm chart (first deployment)")
+        sub.progress("installing the slurm chart (first deployment; its partition starts DOWN until verified)")
         pool.apply(s)
+    release_ready(sub)
     target = target_document(sub)
     atomic_write(sub.workdir.root / "target.yaml", yaml.safe_dump(target, sort_keys=False))
     sub.record(
