@@ -480,3 +480,16 @@ def test_a_changed_compute_replicas_is_applied_through_the_barrier(deployment):
     assert outcome.path == "update"
     assert yaml.safe_load(node1.files[VALUES_PATH])["nodesets"]["compute"]["replicas"] == more.compute_replicas
     assert pool.desired_count() == more.compute_replicas and len(pool.workers()) == more.compute_replicas
+
+
+def test_the_step_timeout_budgets_a_sequential_replacement_of_every_worker(deployment):
+    """maxUnavailable replaces one pod per wave for these cohorts (slurm-operator v1.2.1 nodeset_sync.go), so a
+    waiting step must outlast one worker replacement per replica, not one for the whole cohort."""
+    from pytest_slurmflox.substrates.qemu.pool import WORKER_REPLACEMENT_SECONDS
+
+    settings, pool, *_ = deployment
+    for replicas in (1, 2, 8):
+        budget = pool.step_timeout(dataclasses.replace(settings, compute_replicas=replicas))
+        assert budget >= replicas * WORKER_REPLACEMENT_SECONDS
+    assert WORKER_REPLACEMENT_SECONDS >= 600  # a first realization may outlast kubelet's 2-minute runtime timeout
+    assert pool.step_timeout(settings) > Reconciler.timeout  # the generic default would cut a rollout short

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 #: (slurm-operator v1.2.1 helm/slurm/templates/nodeset/nodeset-cr.yaml with _helpers.tpl "slurm.worker.name").
 NODESET_NAME = f"{SLURM_RELEASE}-worker-compute"
 LOGIN_IMAGE_DEFAULT = "ghcr.io/slinkyproject/login:26.05-ubuntu26.04"
+#: One worker's replacement in a rollout, at most: the old pod's preStop and grace period, the image, the Flox
+#: shim's first realization of the environment (REFERENCE-DESIGN "Pre-warming large worker environments": a
+#: large first realization can outlast kubelet's runtime request timeout and be retried), slurmd's registration.
+WORKER_REPLACEMENT_SECONDS = 900.0
+#: Slack for everything else a waiting step sees (helm, scheduling, the operator's reconcile interval).
+STEP_SLACK_SECONDS = 300.0
 
 
 class NodeSetPool(NodeSetView, WorkerPool):
@@ -82,6 +88,14 @@ class NodeSetPool(NodeSetView, WorkerPool):
         finally:
             guest.close()
         return revision
+
+    def step_timeout(self, settings: Settings) -> float:
+        """A rolling replacement of every worker, one realization each, one after another: the NodeSet replaces
+        at most ``maxUnavailable`` pods at a time (slurm-operator v1.2.1 internal/controller/nodeset/
+        nodeset_sync.go, ``GetScaledValueFromIntOrPercent(..., total, true, 1)``: 25% rounded up by the CRD's
+        default, 1 when unset), which for the small cohorts here is one pod per wave; so every worker is budgeted
+        in sequence, never in parallel."""
+        return STEP_SLACK_SECONDS + settings.compute_replicas * WORKER_REPLACEMENT_SECONDS
 
     def containerd_config(self, host: str) -> Result:
         """``containerd config dump`` on Kubernetes node ``host``, as root over the substrate's own SSH: the
