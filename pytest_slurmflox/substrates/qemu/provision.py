@@ -27,6 +27,7 @@ from .addons import (
     SHIM_PATH,
     flox_runtime_steps,
     identity_home_step,
+    pin_check_steps,
     prewarm_steps,
     slinky_operator_steps,
     storage_and_certs_steps,
@@ -68,6 +69,19 @@ def offline_line(output: str) -> str | None:
     return next((line.strip() for line in output.splitlines() if any(x in line for x in OFFLINE_SIGNS)), None)
 
 
+#: check-pins.sh's one line for a pinned version that does not exist upstream.
+MISSING_PREFIX = "slurmflox-missing: "
+
+
+def missing_line(output: str) -> str | None:
+    """check-pins.sh's message without its prefix (e.g. ``Slinky chart slurm 1.2.2 does not exist upstream
+    (...)``), or None."""
+    return next(
+        (line.strip()[len(MISSING_PREFIX) :] for line in output.splitlines() if line.startswith(MISSING_PREFIX)),
+        None,
+    )
+
+
 def run_step(sub: QemuSubstrate, step: Step) -> bool:
     """Run one step; raise on failure unless the step is soft (then warn). True if it succeeded."""
     sub.progress(f"[{fabric.hostname(step.node)}] {step.title}")
@@ -87,6 +101,9 @@ def run_step(sub: QemuSubstrate, step: Step) -> bool:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         sub.progress(f"WARNING: {step.title} failed (exit {result.exit_status}); continuing: {' | '.join(tail)}")
         return False
+    gone = missing_line(result.stdout + result.stderr)
+    if gone is not None:
+        raise SubstrateUnavailable(gone)
     sign = offline_line(result.stdout + result.stderr)
     if sign is not None:
         raise SubstrateUnavailable(
@@ -204,7 +221,7 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     marker.unlink(missing_ok=True)
     (sub.workdir.root / "target.yaml").unlink(missing_ok=True)
     t0 = time.monotonic()
-    for step in cluster_steps(s):
+    for step in [*pin_check_steps(s), *cluster_steps(s)]:
         run_step(sub, step)
     g1 = sub.guest(1)
     try:
