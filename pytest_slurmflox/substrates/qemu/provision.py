@@ -32,7 +32,7 @@ from .addons import (
     slinky_operator_steps,
     storage_and_certs_steps,
 )
-from .containerd import check_flox_runtime
+from .containerd import check_flox_runtime, containerd_problems
 from .guest import OFFLINE_PREFIX
 from .kubeadm import (
     JOIN_COMMAND,
@@ -135,6 +135,21 @@ def verify_flox_runtime(sub: QemuSubstrate, node: int) -> None:
     sub.progress(f"[{fabric.hostname(node)}] containerd runtime {RUNTIME_HANDLER} -> {SHIM_PATH} verified")
 
 
+def verify_containerd(sub: QemuSubstrate, node: int) -> None:
+    """After node preparation: containerd's version and runc's cgroup driver, judged on the host from
+    ``containerd --version`` and the parsed ``containerd config dump`` (as the Flox runtime is judged)."""
+    guest = sub.guest(node)
+    try:
+        version = guest.root("containerd --version", timeout=60).check().stdout
+        dump = guest.root("containerd config dump", timeout=60).check().stdout
+    finally:
+        guest.close()
+    problems = containerd_problems(version, dump)
+    if problems:
+        raise SubstrateUnavailable(f"containerd on {fabric.hostname(node)}: " + "; ".join(problems))
+    sub.progress(f"[{fabric.hostname(node)}] {version.strip()}: runc on the systemd cgroup driver")
+
+
 def explicit_worker_keys(sub: QemuSubstrate) -> frozenset[str]:
     """Worker keys present in this process's environment or in the persisted worker-revision.env."""
     persisted = WorkerRevisionFile(sub.workdir.worker_revision_env).read()
@@ -223,6 +238,8 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     t0 = time.monotonic()
     for step in [*pin_check_steps(s), *cluster_steps(s)]:
         run_step(sub, step)
+        if step.script == "k8s-node-prep.sh":
+            verify_containerd(sub, step.node)
     g1 = sub.guest(1)
     try:
         join = g1.root(JOIN_COMMAND, timeout=120).check().stdout.strip().splitlines()[-1]
