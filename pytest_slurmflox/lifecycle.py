@@ -6,8 +6,8 @@ so the same code drives a Slinky NodeSet and the local substrate's workers.
 Decision (made only on evidence; unknown controller or partition state is an error, never health):
 
     desired revision unchanged, partition UP    -> fast path: nothing is touched
-    desired revision unchanged, partition DOWN  -> recovery: an earlier maintenance cycle did not finish
-    desired revision changed                    -> the maintenance barrier
+    desired revision unchanged, partition DOWN  -> recovery: an earlier cycle did not finish, or a first deploy
+    desired revision or worker count changed    -> the maintenance barrier
 
 The barrier's steps run in this order (names are what progress lines and ``on_step`` see). Once it has begun,
 any failure leaves the partition DOWN and names the step; a later run with the same desired revision finds the
