@@ -72,7 +72,11 @@ def reconcile(spec: TargetSpec, pool: object, say: Callable[[str], None], eviden
             raise DeployError(
                 f"cannot reconcile: nothing here can change the workers ({live.why_missing('worker-owner')})"
             )
-        return Reconciler(slurm=live.slurm, pool=live.pool, login=live.login, say=say).reconcile(spec.expect.settings)
+        settings = spec.expect.settings
+        timeout = live.pool.step_timeout(settings)
+        return Reconciler(slurm=live.slurm, pool=live.pool, login=live.login, say=say, timeout=timeout).reconcile(
+            settings
+        )
     except ReconcileError as exc:
         raise DeployError(f"up failed at step {exc}") from None
     finally:

@@ -61,6 +61,7 @@ class KubeClient:
         self.custom = client.CustomObjectsApi(api_client)
         self.node_api = client.NodeV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
 
     # ------------------------------------------------------------------------------------ reachability
     def reachable(self, timeout: float = 5.0) -> bool:
@@ -104,6 +105,27 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    def _one(self, read: Any, name: str) -> dict | None:
+        """``read(name, namespace)`` as a plain dict, None if the object does not exist (404)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return _plain(read(name, self.namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def secret(self, name: str) -> dict | None:
+        """A Secret of this namespace (``data`` values stay base64, as the API returns them)."""
+        return self._one(self.core.read_namespaced_secret, name)
+
+    def statefulset(self, name: str) -> dict | None:
+        return self._one(self.apps.read_namespaced_stateful_set, name)
+
+    def deployment(self, name: str) -> dict | None:
+        return self._one(self.apps.read_namespaced_deployment, name)
 
     # ------------------------------------------------------------------------------------ Slinky CRs
     def _custom_list(self, plural: str) -> list[dict]:

@@ -6,8 +6,8 @@ so the same code drives a Slinky NodeSet and the local substrate's workers.
 Decision (made only on evidence; unknown controller or partition state is an error, never health):
 
     desired revision unchanged, partition UP    -> fast path: nothing is touched
-    desired revision unchanged, partition DOWN  -> recovery: an earlier maintenance cycle did not finish
-    desired revision changed                    -> the maintenance barrier
+    desired revision unchanged, partition DOWN  -> recovery: an earlier cycle did not finish, or a first deploy
+    desired revision or worker count changed    -> the maintenance barrier
 
 The barrier's steps run in this order (names are what progress lines and ``on_step`` see). Once it has begun,
 any failure leaves the partition DOWN and names the step; a later run with the same desired revision finds the
@@ -45,6 +45,11 @@ STEPS = (
 )
 #: Node state flags that mean "the controller's record of this node is not usable as it stands".
 STALE_FLAGS = frozenset({"INVALID_REG", "INVALID"})
+#: Our drain reason begins so. It must NOT begin with the Slinky operator's prefix ``slurm-operator: ``: the
+#: operator undrains any node whose reason is empty or carries that prefix (slurm-operator v1.2.1
+#: internal/controller/nodeset/slurmcontrol/slurmcontrol.go ``IsNodeReasonOurs``, used by nodeset_sync.go
+#: ``syncCordon``), and leaves every other reason alone ("If Slurm node was externally set into a state, preserve it").
+DRAIN_REASON = "slurmflox maintenance"
 
 
 class ReconcileError(RuntimeError):
@@ -79,23 +84,10 @@ class Reconciler:
             partition = self.slurm.partition_state()
         except SlurmError as exc:
             raise ReconcileError("controller", f"cannot prove the controller's state: {exc}") from None
-        current = self.pool.desired_revision()
         wanted = self.pool.revision_for(settings)
-        state = partition.state.upper()
-        if current == wanted and state == "UP":
-            self.say(f"reconcile: revision {wanted} unchanged and partition {partition.name} UP: nothing to do")
+        path = self._decide(settings, wanted, partition.name, partition.state.upper())
+        if path == "fast-path":
             return Outcome("fast-path", wanted)
-        if current == wanted and state in ("DOWN", "DRAIN", "INACTIVE"):
-            path = "recovery"
-            self.say(
-                f"reconcile: partition {partition.name} is {state} at revision {wanted}: completing the "
-                "interrupted maintenance cycle"
-            )
-        elif current != wanted and state in ("UP", "DOWN", "DRAIN", "INACTIVE"):
-            path = "update"
-            self.say(f"reconcile: runtime revision {current} -> {wanted}: whole-cohort maintenance barrier")
-        else:
-            raise ReconcileError("controller", f"partition {partition.name} reports unknown state {state!r}")
         outcome = Outcome(path, wanted)
         for number, step in enumerate(STEPS, 1):
             self.say(f"reconcile: step {step} begins")
@@ -113,6 +105,26 @@ class Reconciler:
                 f"(total {time.monotonic() - t0:5.1f}s)"
             )
         return outcome
+
+    def _decide(self, settings: Settings, wanted: str, partition: str, state: str) -> str:
+        """fast-path, recovery or update (see the module docstring); a changed COMPUTE_REPLICAS is an update too:
+        it is not in the revision (REFERENCE-DESIGN), but only the barrier's apply changes the cohort."""
+        current = self.pool.desired_revision()
+        count, want = self.pool.desired_count() if current is not None else None, settings.compute_replicas
+        if current == wanted and count == want and state == "UP":
+            self.say(f"reconcile: revision {wanted} unchanged and partition {partition} UP: nothing to do")
+            return "fast-path"
+        if current == wanted and count == want and state in ("DOWN", "DRAIN", "INACTIVE"):
+            self.say(
+                f"reconcile: partition {partition} is {state} at revision {wanted}: completing the "
+                "interrupted maintenance cycle (or verifying a first deployment)"
+            )
+            return "recovery"
+        if state in ("UP", "DOWN", "DRAIN", "INACTIVE"):
+            change = f"runtime revision {current} -> {wanted}" if current != wanted else f"workers {count} -> {want}"
+            self.say(f"reconcile: {change}: whole-cohort maintenance barrier")
+            return "update"
+        raise ReconcileError("controller", f"partition {partition} reports unknown state {state!r}")
 
     # -- helpers -----------------------------------------------------------------------------------
     def _cohort_nodes(self) -> list[NodeState]:
@@ -132,7 +144,26 @@ class Reconciler:
 
     def _drain(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
         names = [n.name for n in self._cohort_nodes() if not n.flags & STALE_FLAGS]
-        self.slurm.drain(names, reason=f"slurmflox maintenance to {wanted[:19]}")
+        self.slurm.drain(names, reason=f"{DRAIN_REASON} to {wanted[:19]}")
+
+    def _hold_drain(self, wanted: str) -> None:
+        """Drain again every cohort node whose drain is not ours any more.
+
+        A Slinky rollout replaces it: the slurmd preStop hook runs ``scontrol update state=down
+        reason='slurm-operator: Pod is terminating'`` (slurm-operator v1.2.1 internal/builder/workerbuilder/
+        worker_app.go), which overwrites our reason with one the operator believes is its own, so its syncCordon
+        undrains the node once the new pod is up (slurmcontrol.go ``MakeNodeUndrain``: state=UNDRAIN); a record
+        deleted by repair-stale registers anew, not drained at all. Called while waiting for the new cohort and for
+        its registration, so from drain to resume no node of the cohort stays undrained under our barrier.
+        """
+        lost = [
+            n.name
+            for n in self._cohort_nodes()
+            if not n.flags & STALE_FLAGS and not ("DRAIN" in n.flags and n.reason.startswith(DRAIN_REASON))
+        ]
+        if lost:
+            self.say(f"reconcile: draining {', '.join(lost)} again (the rollout replaced our drain)")
+            self.slurm.drain(lost, reason=f"{DRAIN_REASON} to {wanted[:19]}")
 
     def _wait_running(self, settings: Settings, wanted: str, outcome: Outcome) -> None:
         def running() -> str | None:
@@ -150,6 +181,7 @@ class Reconciler:
         count = self.pool.desired_count()
 
         def ready() -> str | None:
+            self._hold_drain(wanted)
             workers = self.pool.workers()
             good = [w for w in workers if w.ready and w.revision == wanted]
             if len(good) == count and len(workers) == count:
@@ -221,6 +253,7 @@ class Reconciler:
             for node in self._stale(settings):
                 if outcome.repaired.count(node.name) < 3:  # a late stale registration is repaired too
                     self._repair(node, outcome)
+            self._hold_drain(wanted)
             nodes = {n.name: n for n in self.slurm.nodes()}
             bad = []
             for name in sorted(expected):

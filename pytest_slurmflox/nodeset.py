@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from .kube import KubeClient
 
 SLURMD_CONTAINER = "slurmd"
+#: The Slurm node name of a NodeSet pod, as the NodeSet controller labels every pod it creates (slurm-operator
+#: v1.2.1 ``api/v1beta1/well_known.go`` ``LabelNodeSetPodHostname``, set in
+#: ``internal/controller/nodeset/utils/utils.go`` from ``GetSlurmNodeName``). No ``slinky.slurm.net/node-name`` exists.
+LABEL_POD_HOSTNAME = "nodeset.slinky.slurm.net/pod-hostname"
 #: Where the worker's profile initializer records the revision it realized (see suites/_support.PROFILE_DIR).
 PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"
 
@@ -43,8 +47,11 @@ def nodeset_revision(nodeset: dict[str, Any] | None) -> str | None:
 
 
 def worker_name(pod: dict[str, Any]) -> str:
-    """The Slurm node name of a NodeSet pod: its hostname (the operator sets it), else the pod name."""
-    return pod.get("spec", {}).get("hostname") or pod.get("metadata", {}).get("name", "")
+    """The Slurm node name of a NodeSet pod: the operator's pod-hostname label, else its hostname, else the pod
+    name."""
+    meta = pod.get("metadata", {})
+    labelled = (meta.get("labels") or {}).get(LABEL_POD_HOSTNAME)
+    return labelled or pod.get("spec", {}).get("hostname") or meta.get("name", "")
 
 
 def worker_from_pod(pod: dict[str, Any]) -> WorkerInfo:
@@ -120,6 +127,7 @@ class NodeSetView(WorkerView):
 __all__ = [
     "ANNOTATION_ENVIRONMENT",
     "ANNOTATION_REVISION",
+    "LABEL_POD_HOSTNAME",
     "NodeSetMissing",
     "NodeSetView",
     "nodeset_revision",

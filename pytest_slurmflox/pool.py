@@ -75,6 +75,11 @@ class WorkerPool(WorkerView):
     def restart(self, name: str) -> None:
         """Restart worker ``name``'s slurmd so it registers again (after a stale node record was deleted)."""
 
+    def step_timeout(self, settings: Settings) -> float:
+        """How long one waiting step of the maintenance barrier may take for ``settings``' cohort; an owner whose
+        replacement of the cohort takes longer (a rolling update, a realization per worker) says so."""
+        return 600.0
+
 
 #: Method names of each contract, for tests and error messages (derived from the classes, never listed twice).
 VIEW_METHODS = frozenset(WorkerView.__abstractmethods__)

@@ -97,11 +97,13 @@ class Settings:
     # software pins
     kubernetes_version: str = _key("1.36.3", one_line, "Kubernetes (kubeadm, kubelet, kubectl)")
     flannel_version: str = _key("v0.28.9", one_line, "flannel CNI")
-    flox_version: str = _key("1.15.0", one_line, "Flox RPM on the Kubernetes nodes")
+    # REFERENCE-DESIGN names Flox 1.15.0 and Slinky 1.2.2; upstream's newest releases are flox/flox v1.14.1 and
+    # SlinkyProject/slurm-operator v1.2.1 (docs/reference-stack.md, "Pinned versions"), so the defaults are those.
+    flox_version: str = _key("1.14.1", one_line, "Flox RPM on the Kubernetes nodes")
     flox_shim_installer: str = _key(
         "flox/containerd-shim-flox-installer", one_line, "Flox containerd shim installer image"
     )
-    slinky_version: str = _key("1.2.2", one_line, "Slinky slurm-operator and slurm charts")
+    slinky_version: str = _key("1.2.1", one_line, "Slinky slurm-operator and slurm charts")
     cert_manager_version: str = _key("v1.19.2", one_line, "cert-manager")
     local_path_version: str = _key("v0.0.31", one_line, "local-path-provisioner")
     expected_slurm: str = _key("26.05.4", one_line, "Slurm version the target is expected to run")

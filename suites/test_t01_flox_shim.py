@@ -96,7 +96,9 @@ def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
         )
         recorded = getattr(target.pool, "realization", None)
         if recorded is not None:
-            node = (pod["metadata"].get("labels") or {}).get("slinky.slurm.net/node-name", name)
+            # The Slurm node name: the NodeSet controller sets this label on every pod it creates (slurm-operator
+            # v1.2.1 api/v1beta1/well_known.go LabelNodeSetPodHostname; internal/controller/nodeset/utils/utils.go).
+            node = (pod["metadata"].get("labels") or {}).get("nodeset.slinky.slurm.net/pod-hostname", name)
             got = recorded(node) or {}
             requirement(
                 got.get("realized_path") in (env, resolved),

@@ -164,3 +164,24 @@ def test_the_view_reads_workers_and_profiles_from_kubernetes_json():
     assert view.profile_revision("compute-0") == rev
     with pytest.raises(LookupError):
         view.profile_revision("compute-9")
+
+
+def test_the_slurm_node_name_comes_from_the_operators_pod_hostname_label():
+    """A NodeSet pod as the operator creates it: the pod is ``<nodeset>-<ordinal>``, the Slurm node is the
+    ``nodeset.slinky.slurm.net/pod-hostname`` label (slurm-operator v1.2.1 api/v1beta1/well_known.go,
+    internal/controller/nodeset/utils/utils.go). T1 keys the runtime provider's realization by that name."""
+    from pytest_slurmflox.nodeset import LABEL_POD_HOSTNAME, worker_name
+
+    assert LABEL_POD_HOSTNAME == "nodeset.slinky.slurm.net/pod-hostname"
+    pod = {
+        "metadata": {
+            "name": "slurm-worker-compute-0",
+            "labels": {LABEL_POD_HOSTNAME: "compute-0", "nodeset.slinky.slurm.net/pod-index": "0"},
+        },
+        "spec": {},
+    }
+    assert worker_name(pod) == "compute-0"
+    assert worker_name({"metadata": {"name": "p"}, "spec": {"hostname": "compute-1"}}) == "compute-1"
+    suite = (Path(pytest_slurmflox.__file__).parents[1] / "suites" / "test_t01_flox_shim.py").read_text()
+    assert f'.get("{LABEL_POD_HOSTNAME}", name)' in suite
+    assert "slinky.slurm.net/node-name" not in suite

@@ -53,15 +53,15 @@ INSTALLER_TABLE = f"""
 """
 
 
-def _apt_download(dest: Path) -> Path:
-    """Download trixie's containerd .deb with apt-get, configured only by files in ``dest``."""
+def _apt_download(dest: Path, suite: str = SUITE) -> Path:
+    """Download ``suite``'s containerd .deb with apt-get, configured only by files in ``dest``."""
     mirror, _ = host_debian_mirror()
     (dest / "etc").mkdir(parents=True, exist_ok=True)
     (dest / "state" / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (dest / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     (dest / "state" / "status").touch()
-    (dest / "etc" / f"{SUITE}.sources").write_text(
-        f"Types: deb\nURIs: {mirror}\nSuites: {SUITE}\nComponents: main\n"
+    (dest / "etc" / f"{suite}.sources").write_text(
+        f"Types: deb\nURIs: {mirror}\nSuites: {suite}\nComponents: main\n"
         "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
     )
     opts = [
@@ -269,3 +269,91 @@ def test_the_verification_rejects_each_broken_registration(containerd, tmp_path,
 )
 def test_annotation_patterns_follow_go_path_match(pattern, name, matches):
     assert go_path_match(pattern, name) is matches
+
+
+# ------------------------------------------------------------------------------------------ containerd floor, runc
+#: Debian sid's containerd is 2.x (config version 3): the real thing for the version-3 runc table and a version
+#: below the 2.2 floor. Cached apart from trixie's, so neither fixture picks up the other's .deb.
+SID = "sid"
+NODE_PREP = Path(__file__).resolve().parents[1] / "provision" / "guest" / "k8s-node-prep.sh"
+
+
+@pytest.fixture(scope="module")
+def containerd_2x(tmp_path_factory) -> Path:
+    cache = CACHE / SID
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache / ".lock")):
+        debs = sorted(cache.glob("containerd_*.deb"))
+        deb = debs[-1] if debs else _apt_download(cache, SID)
+    root = tmp_path_factory.mktemp("containerd-2x-root")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, timeout=300)
+    binary = root / "usr" / "bin" / "containerd"
+    assert containerd_version(binary) >= (2, 0), f"{deb.name} is not containerd 2.x"
+    return binary
+
+
+def version_text(binary: Path) -> str:
+    return subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True).stdout
+
+
+def node_prep_systemd_cgroup(config: Path) -> None:
+    """Run k8s-node-prep.sh's own ``systemd_cgroup`` function (the script's text, not a copy) on ``config``."""
+    text = NODE_PREP.read_text()
+    function = text[text.index("systemd_cgroup() {") : text.index("\n}\n", text.index("systemd_cgroup() {")) + 3]
+    subprocess.run(["bash", "-c", f'set -euo pipefail\n{function}\nsystemd_cgroup "$1"', "-", str(config)], check=True)
+
+
+def test_the_version_is_read_from_real_containerd_output(containerd, containerd_2x):
+    from pytest_slurmflox.substrates.qemu.containerd import containerd_version as parsed
+
+    for binary in (containerd, containerd_2x):
+        got = parsed(version_text(binary))
+        assert got is not None and got[:2] == containerd_version(binary), version_text(binary)
+
+
+def test_containerd_below_2_2_is_refused_by_name(containerd, containerd_2x):
+    from pytest_slurmflox.substrates.qemu.containerd import containerd_problems
+
+    for binary in (containerd, containerd_2x):
+        config = binary.parent / "prep.toml"
+        config.write_text(node_prep_config(binary))
+        problems = containerd_problems(version_text(binary), dump(binary, config))
+        assert len(problems) == 1 and "is older than 2.2 (containerd RELEASES.md)" in problems[0], problems
+    # the same real 2.x text with only the version raised: the floor is the only objection
+    config = containerd_2x.parent / "prep.toml"
+    text = version_text(containerd_2x)
+    raised = re.sub(r"\b2\.\d+\.\d+", "2.2.0", text, count=1)
+    assert containerd_problems(raised, dump(containerd_2x, config)) == []
+
+
+@pytest.mark.parametrize("which", ["1.7", "2.x"])
+def test_runc_systemd_cgroup_is_judged_on_the_parsed_dump(containerd, containerd_2x, tmp_path, which):
+    from pytest_slurmflox.substrates.qemu.containerd import runc_problems
+
+    binary = containerd if which == "1.7" else containerd_2x
+    default = subprocess.run([str(binary), "config", "default"], capture_output=True, text=True, check=True).stdout
+    config = tmp_path / "config.toml"
+    config.write_text(default)
+    problems = runc_problems(dump(binary, config))
+    assert problems and "runtimes.runc.options.SystemdCgroup is False" in problems[0], problems
+    node_prep_systemd_cgroup(config)
+    assert runc_problems(dump(binary, config)) == []
+
+
+def test_a_default_config_without_the_key_gets_it_under_runcs_options(containerd_2x, tmp_path):
+    """containerd 2.0.0 and 2.1.0 print no SystemdCgroup at all (internal/cri/config/config_unix.go at those
+    tags), where the old sed silently did nothing: the key is added under runc's options table instead."""
+    from pytest_slurmflox.substrates.qemu.containerd import runc_problems
+
+    default = subprocess.run(
+        [str(containerd_2x), "config", "default"], capture_output=True, text=True, check=True
+    ).stdout
+    config = tmp_path / "config.toml"
+    config.write_text(re.sub(r"(?m)^\s*SystemdCgroup = false\n", "", default))
+    assert "SystemdCgroup" not in config.read_text()
+    old = tmp_path / "old.toml"
+    old.write_text(config.read_text())
+    subprocess.run(["sed", "-i", "s/SystemdCgroup = false/SystemdCgroup = true/", str(old)], check=True)
+    assert runc_problems(dump(containerd_2x, old)), "the old sed alone would have left runc on cgroupfs"
+    node_prep_systemd_cgroup(config)
+    assert runc_problems(dump(containerd_2x, config)) == []

@@ -337,3 +337,159 @@ def test_a_worker_whose_profile_disagrees_stops_the_barrier_with_the_partition_d
         rec.reconcile(new)
     assert getattr(err.value, "step", None) == "verify-profiles"
     assert ctl.partition == "DOWN"
+
+
+# ------------------------------------------------------------------------------------------ the operator's part
+#: The slurm-operator's own reason prefix and its two reason strings that meet our barrier (slurm-operator v1.2.1):
+#: the slurmd preStop hook (internal/builder/workerbuilder/worker_app.go) and MakeNodeUndrain's reason for
+#: syncCordon's uncordon case (internal/controller/nodeset/nodeset_sync.go, slurmcontrol.go FormatNodeReason).
+OPERATOR_PREFIX = "slurm-operator: "
+PRESTOP_REASON = "slurm-operator: Pod is terminating"
+
+
+def uncordon_reason(pod: str) -> str:
+    return f"{OPERATOR_PREFIX}Pod ({NAMESPACE}/{pod}) was uncordoned"
+
+
+@dataclass
+class OperatorController(Controller):
+    """The in-memory slurmctld with the Slinky operator acting on it as v1.2.1 does:
+
+    * a rollout runs each old pod's preStop (``state=down reason='slurm-operator: Pod is terminating'``;
+      Slurm keeps the DRAIN flag of a node set DOWN);
+    * a new pod's slurmd registers (ReturnToService=2: DOWN becomes IDLE, DRAIN stays);
+    * syncCordon, on every pass, undrains a node whose reason ``IsNodeReasonOurs`` (empty or prefixed) while
+      its pod is up and not cordoned: ``state=UNDRAIN`` with ``Pod (ns/name) was uncordoned``.
+    """
+
+    cluster: Cluster | None = None
+    undrained: list[str] = field(default_factory=list)
+    passes: int = 0  #: syncCordon passes with the new pods up (when it would undrain what it believes its own)
+
+    def prestop_all(self) -> None:
+        for node in self.nodes.values():
+            flags = set(node["state"].split("+")) - {"IDLE", "ALLOCATED", "MIXED"}
+            node["state"] = "+".join(["DOWN", *sorted(flags)])
+            node["reason"] = PRESTOP_REASON
+
+    def operator_pass(self) -> None:
+        assert self.cluster is not None
+        if self.cluster.reads_until_ready > 0:
+            return  # new pods not up yet: nothing registers, syncCordon sees no running pod
+        self.passes += 1
+        for index in range(len(self.cluster.pods)):
+            node = self.nodes[f"compute-{index}"]
+            flags = set(node["state"].split("+"))
+            if "DOWN" in flags:  # slurmd of the new pod registers
+                node["state"] = "+".join(["IDLE", *sorted(flags - {"DOWN"})])
+                flags = set(node["state"].split("+"))
+            ours = node["reason"] in ("", "none") or node["reason"].startswith(OPERATOR_PREFIX)
+            if ours and "DRAIN" in flags:
+                node["state"], node["reason"] = "IDLE", uncordon_reason(f"{NODESET_NAME}-{index}")
+                self.undrained.append(f"compute-{index}")
+
+    def run(self, command: str, *args: str, input=None, timeout: float = 120.0, env=None) -> Result:
+        if command == "scontrol -o show node" or (command, *args) == ("scontrol", "-o", "show", "node"):
+            self.operator_pass()
+        words = shlex.split(" ".join([command, *(shlex.quote(a) for a in args)]))
+        if words[:2] == ["scontrol", "update"] and words[2].startswith("nodename=") and words[3] == "state=DRAIN":
+            reason = words[4].split("=", 1)[1]
+            for name in words[2].split("=", 1)[1].split(","):
+                node = self.nodes[name]
+                base = "DOWN" if "DOWN" in node["state"].split("+") else "IDLE"
+                node["state"], node["reason"] = f"{base}+DRAIN", reason
+            self.log.append(" ".join(words))
+            return Result(" ".join(words), self.where, self.user, 0, "", "", 0.0)
+        return super().run(command, *args, input=input, timeout=timeout, env=env)
+
+
+def drained_by_us(ctl: Controller) -> dict[str, bool]:
+    return {
+        name: "DRAIN" in n["state"].split("+") and n["reason"].startswith("slurmflox maintenance")
+        for name, n in ctl.nodes.items()
+    }
+
+
+def test_the_barrier_keeps_the_cohort_drained_although_the_operator_undrains_what_it_believes_its_own(deployment):
+    settings, pool, _kube, node1, ctl0 = deployment
+    ctl = OperatorController(ctl0.nodes, cluster=node1.cluster)
+    original_root = node1.root
+
+    def helm_rolls_with_prestop(command: str, **kw: Any) -> Result:
+        if command.startswith(HELM_BIN):
+            ctl.prestop_all()  # every old pod terminates during the rollout
+        return original_root(command, **kw)
+
+    node1.root = helm_rolls_with_prestop  # type: ignore[method-assign]
+    held: dict[str, dict[str, bool]] = {}
+
+    def say(line: str) -> None:
+        m = re.match(r"reconcile: step (\S+) begins", line)
+        if m and m.group(1) in ("verify-workers", "verify-profiles", "repair-stale", "wait-registered", "resume"):
+            held[m.group(1)] = drained_by_us(ctl)
+
+    new = dataclasses.replace(settings, worker_flox_generation=settings.worker_flox_generation + 1)
+    rec = Reconciler(slurm=SlurmClient(user=ctl, admin=ctl), pool=pool, say=say, timeout=10, poll=0.01)
+    outcome = rec.reconcile(new)
+
+    assert outcome.path == "update" and ctl.partition == "UP"
+    for step, nodes in held.items():
+        assert all(nodes.values()), f"at {step} the cohort was not held drained by our reason: {nodes}"
+    assert ctl.passes > 0, "the replayed operator never ran with the new pods up: the test exercises nothing"
+    drains = [c for c in ctl.log if "state=DRAIN" in c]
+    assert len(drains) >= 2, f"the preStop reason was never replaced by ours again: {drains}"
+    assert ctl.undrained == [], f"the operator undrained {ctl.undrained} under the barrier"
+    assert set(held) == {"verify-workers", "verify-profiles", "repair-stale", "wait-registered", "resume"}
+
+
+# ------------------------------------------------------------------------------------------ first deploy, replicas
+def test_a_first_deployment_is_verified_by_the_barrier_not_taken_as_the_fast_path(deployment):
+    """The chart starts the partition DOWN (values ``partitions.all.configMap.State``), so the first reconcile after
+    the first ``helm upgrade --install`` completes a cycle: wait-ready ... verify-usable, then reopen."""
+    settings, pool, _kube, node1, ctl = deployment
+    node1.cluster.nodeset, node1.cluster.pods, node1.cluster.profiles = None, [], {}  # type: ignore[assignment]
+    ctl.nodes.clear()
+    ctl.partition = "UNKNOWN"
+
+    pool.apply(settings)  # what provision_cluster does on a first deployment
+    values = yaml.safe_load(node1.files[VALUES_PATH])
+    ctl.partition = values["partitions"]["all"]["configMap"]["State"]  # slurmctld starts from the rendered config
+    ctl.nodes.update(
+        {
+            f"compute-{i}": {"state": "IDLE", "cpus": settings.worker_cpus, "mem": settings.worker_mem_mb, "reason": ""}
+            for i in range(settings.compute_replicas)
+        }
+    )
+    rec = Reconciler(slurm=SlurmClient(user=ctl, admin=ctl), pool=pool, say=lambda _: None, timeout=10, poll=0.01)
+    outcome = rec.reconcile(settings)
+
+    assert ctl.partition == "UP"
+    assert outcome.path == "recovery"
+    assert [s for s, _ in outcome.steps] == list(STEPS)
+
+
+def test_a_changed_compute_replicas_is_applied_through_the_barrier(deployment):
+    settings, pool, _kube, node1, ctl = deployment
+    more = dataclasses.replace(settings, compute_replicas=settings.compute_replicas + 1)
+    assert runtime_revision(more) == runtime_revision(settings)  # not part of the revision (REFERENCE-DESIGN)
+    name = f"compute-{settings.compute_replicas}"
+    ctl.nodes[name] = {"state": "IDLE", "cpus": settings.worker_cpus, "mem": settings.worker_mem_mb, "reason": ""}
+    rec = Reconciler(slurm=SlurmClient(user=ctl, admin=ctl), pool=pool, say=lambda _: None, timeout=10, poll=0.01)
+    outcome = rec.reconcile(more)
+
+    assert outcome.path == "update"
+    assert yaml.safe_load(node1.files[VALUES_PATH])["nodesets"]["compute"]["replicas"] == more.compute_replicas
+    assert pool.desired_count() == more.compute_replicas and len(pool.workers()) == more.compute_replicas
+
+
+def test_the_step_timeout_budgets_a_sequential_replacement_of_every_worker(deployment):
+    """maxUnavailable replaces one pod per wave for these cohorts (slurm-operator v1.2.1 nodeset_sync.go), so a
+    waiting step must outlast one worker replacement per replica, not one for the whole cohort."""
+    from pytest_slurmflox.substrates.qemu.pool import WORKER_REPLACEMENT_SECONDS
+
+    settings, pool, *_ = deployment
+    for replicas in (1, 2, 8):
+        budget = pool.step_timeout(dataclasses.replace(settings, compute_replicas=replicas))
+        assert budget >= replicas * WORKER_REPLACEMENT_SECONDS
+    assert WORKER_REPLACEMENT_SECONDS >= 600  # a first realization may outlast kubelet's 2-minute runtime timeout
+    assert pool.step_timeout(settings) > Reconciler.timeout  # the generic default would cut a rollout short

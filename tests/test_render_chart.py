@@ -218,7 +218,8 @@ def test_controller_slurm_conf_lines(chart: tuple[str, Path]) -> None:
     assert "TaskProlog=/etc/slurm/flox-task-prolog/task-prolog.sh" in lines
     assert "LaunchParameters=enable_nss_slurm" in lines
     partition = [line for line in lines if line.startswith("PartitionName=")]
-    assert partition == ["PartitionName=all Nodes=compute Default=YES MaxTime=UNLIMITED"]
+    # starts closed: only the Reconciler's verified "reopen" makes the cohort schedulable
+    assert partition == ["PartitionName=all Nodes=compute Default=YES MaxTime=UNLIMITED State=DOWN"]
 
 
 # ------------------------------------------------------------------------------------------ LoginSet
@@ -242,6 +243,39 @@ def test_loginset_exposes_ssh_on_the_nodeport_with_the_test_identity(chart: tupl
         assert secret["stringData"][item["key"]] == getattr(expected, name)
     assert "slurmtest:x:4001:4001:" in secret["stringData"]["passwd"]
     assert "sharedgrp:x:4002:slurmtest" in secret["stringData"]["group"]
+
+
+def test_the_test_users_authorized_key_reaches_sshd_through_the_rendered_loginset(chart: tuple[str, Path]) -> None:
+    """The operator installs only root's keys (slurm-operator v1.2.1 internal/builder/loginbuilder/login_config.go);
+    the test user's key rides in the identity Secret, mounted read-only by subPath into a directory sshd is told
+    about by the LoginSet's ``extraSshdConfig`` (login_config.go ``buildSshdConfig`` appends it verbatim)."""
+    s = settings_for()
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBv7nZ0nOQ0dJ0rQx1cT7c9m3v9d7eQe6e0b2Yb6Xb6X slurmflox-operator"
+    objects = render(chart, s, test_ssh_authorized_keys=key)
+    loginset = rc.one(objects, "LoginSet")
+    rcrd.validate_object(loginset, crd("LoginSet"))
+    lines = loginset["spec"]["extraSshdConfig"].splitlines()
+    assert lines[0] == "AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/slurmflox_authorized_keys/%u"
+    mount = next(
+        m for m in loginset["spec"]["login"]["volumeMounts"] if m["mountPath"].startswith("/etc/ssh/slurmflox_")
+    )
+    assert mount["mountPath"] == f"/etc/ssh/slurmflox_authorized_keys/{s.test_user}" and mount["readOnly"] is True
+    volume = by_name(pod_spec(loginset)["volumes"], mount["name"])
+    item = next(i for i in volume["secret"]["items"] if i["path"] == mount["subPath"])
+    assert item["mode"] & 0o022 == 0  # sshd StrictModes refuses group/world-writable key files
+    secret = rc.one(objects, "Secret", volume["secret"]["secretName"])
+    assert secret["stringData"][item["key"]] == key + "\n"
+    # root keeps the operator's own mechanism
+    assert "rootSshAuthorizedKeys" not in loginset["spec"]
+    rendered = render(chart, s, test_ssh_authorized_keys=key, root_ssh_authorized_keys=key)
+    assert rc.one(rendered, "LoginSet")["spec"]["rootSshAuthorizedKeys"].strip() == key
+
+
+def test_without_a_test_identity_no_user_key_is_rendered(chart: tuple[str, Path]) -> None:
+    objects = render(chart, settings_for(TEST_IDENTITY="0"), test_ssh_authorized_keys="ssh-ed25519 AAAA x")
+    loginset = rc.one(objects, "LoginSet")
+    assert "extraSshdConfig" not in loginset["spec"]
+    assert not [m for m in loginset["spec"]["login"]["volumeMounts"] if m["mountPath"].startswith("/etc/ssh/")]
 
 
 def test_identity_reaches_the_login_endpoint_only(chart: tuple[str, Path]) -> None:

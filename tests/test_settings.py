@@ -50,8 +50,10 @@ REFERENCE_DEFAULTS = {
     "TEST_SUPP_GID": 4002,
     "KUBERNETES_VERSION": "1.36.3",
     "FLANNEL_VERSION": "v0.28.9",
-    "FLOX_VERSION": "1.15.0",
-    "SLINKY_VERSION": "1.2.2",
+    # the design's 1.15.0 / 1.2.2 are not released upstream (flox/flox v1.14.1, SlinkyProject/slurm-operator
+    # v1.2.1 are the newest tags): the defaults are the versions that exist (docs/reference-stack.md)
+    "FLOX_VERSION": "1.14.1",
+    "SLINKY_VERSION": "1.2.1",
     "CERT_MANAGER_VERSION": "v1.19.2",
     "LOCAL_PATH_VERSION": "v0.0.31",
     "EXPECTED_SLURM": "26.05.4",

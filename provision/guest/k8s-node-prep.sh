@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare a node for kubeadm: kernel modules, sysctls, no swap, containerd >= 1.7 with the systemd cgroup driver,
+# Prepare a node for kubeadm: kernel modules, sysctls, no swap, containerd >= 2.2 with the systemd cgroup driver,
 # kubelet/kubeadm/kubectl pinned to one Kubernetes version from pkgs.k8s.io. Idempotent; installs only what
 # is missing. Needs the internet unless the image already carries the packages.
 # Usage: k8s-node-prep.sh K8S_MINOR(v1.36) K8S_VERSION(1.36.3) NODE_IP
@@ -8,15 +8,32 @@
 # - modules, sysctls, swap: kubernetes.io "Container Runtimes", "Install and configure prerequisites";
 #   kubeadm "Installing kubeadm", "Swap configuration".
 # - containerd: the distributions' own packages are too old or absent (AlmaLinux has no `containerd`; Debian
-#   bookworm ships 1.6, below the 1.7 floxdocs docs/k8s/install/self-managed.md requires), so both families use
-#   `containerd.io` from Docker's repositories, which containerd's docs/getting-started.md "Option 2: From apt-get
-#   or dnf" names as the DEB/RPM source (repository setup: docs.docker.com/engine/install/debian and
-#   /engine/install/rhel, "Set up the repository").
+#   trixie ships 1.7, sid 2.1), and containerd RELEASES.md "Kubernetes Support" recommends 2.2.0+ for Kubernetes
+#   1.36, so both families use `containerd.io` from Docker's repositories, which containerd's docs/getting-started.md
+#   "Option 2: From apt-get or dnf" names as the DEB/RPM source (repository setup: docs.docker.com/engine/install/
+#   debian and /engine/install/rhel, "Set up the repository"). An older containerd.io already installed is
+#   upgraded (dnf installs only what is missing; apt-get install upgrades by itself). Below 2.2 the script stops.
 # - containerd config: `containerd config default`, then SystemdCgroup = true for runc (kubernetes.io "Container
 #   Runtimes", containerd, "Configuring the systemd cgroup driver"); Docker's package ships a config with the CRI
-#   plugin disabled, so it is always replaced unless it already has the systemd driver.
+#   plugin disabled, so it is always replaced unless it already has the systemd driver. `config default` prints
+#   `SystemdCgroup = false` in 1.7 and in 2.1.5 and 2.2.0 (containerd internal/cri/config/config_unix.go at those
+#   tags) but not in 2.0.0 or 2.1.0, so where the sed finds nothing the key is added under runc's options table. The host then judges the
+#   result on the parsed `containerd config dump` (pytest_slurmflox/substrates/qemu/containerd.py runc_problems).
 # - kubelet/kubeadm/kubectl: kubeadm "Installing kubeadm, kubelet and kubectl" (pkgs.k8s.io per minor version).
 set -euo pipefail
+
+# systemd_cgroup FILE: runc on the systemd cgroup driver in a `containerd config default` output.
+systemd_cgroup() {
+    sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' "$1"
+    grep -q 'SystemdCgroup = true' "$1" && return 0
+    if grep -qE '^ *\[plugins\..*containerd\.runtimes\.runc\.options\]' "$1"; then
+        sed -i -E '/^ *\[plugins\..*containerd\.runtimes\.runc\.options\]/a SystemdCgroup = true' "$1"
+    elif grep -q '^version = 3' "$1"; then
+        printf "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = true\n" >>"$1"
+    else
+        printf '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\nSystemdCgroup = true\n' >>"$1"
+    fi
+}
 
 minor=${1:?usage: k8s-node-prep.sh K8S_MINOR K8S_VERSION NODE_IP}
 version=${2:?K8S_VERSION missing}
@@ -57,6 +74,10 @@ REPO
     if ((${#missing[@]})); then
         dnf_or_offline install --disableexcludes=kubernetes "${missing[@]}"
     fi
+    installed=$(rpm -q --qf '%{VERSION}' containerd.io)
+    if [[ "$(printf '%s\n' 2.2 "$installed" | sort -V | head -n 1)" != 2.2 ]]; then
+        dnf_or_offline upgrade containerd.io
+    fi
     kubelet_env=/etc/sysconfig/kubelet
 else
     install -d -m 0755 /etc/apt/keyrings
@@ -80,15 +101,15 @@ else
 fi
 
 ctr_version=$(containerd --version | awk '{print $3}')
-if [[ "$(printf '%s\n' 1.7 "${ctr_version#v}" | sort -V | head -n 1)" != 1.7 ]]; then
-    echo "k8s-node-prep: containerd ${ctr_version} is older than 1.7, which Flox's imageless Kubernetes needs" >&2
+if [[ "$(printf '%s\n' 2.2 "${ctr_version#v}" | sort -V | head -n 1)" != 2.2 ]]; then
+    echo "k8s-node-prep: containerd ${ctr_version} is older than 2.2, which Kubernetes ${version} needs" >&2
     exit 1
 fi
 
 install -d -m 0755 /etc/containerd
 if [[ ! -s /etc/containerd/config.toml ]] || ! grep -q 'SystemdCgroup = true' /etc/containerd/config.toml; then
     containerd config default >/etc/containerd/config.toml
-    sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' /etc/containerd/config.toml
+    systemd_cgroup /etc/containerd/config.toml
 fi
 systemctl enable containerd >/dev/null 2>&1
 systemctl restart containerd

@@ -25,7 +25,6 @@ WORKER_IMAGE (``repository:tag@sha256:...``) in both chart versions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -39,6 +38,7 @@ from ..labels import (
 )
 from ..revision import runtime_revision, short_revision
 from ..settings import PROTECTED_CONTAINERS, Settings, SettingsError
+from .identity import IdentityFiles, test_identity_files  # noqa: F401  (test_identity_files: re-exported)
 
 # ------------------------------------------------------------------------------------------ fixed names
 COMPUTE_NODESET = "compute"
@@ -66,70 +66,24 @@ VOLUME_PROFILE_INIT = "flox-task-profile-init"
 VOLUME_HOME = "shared-home"
 VOLUME_IDENTITY = "test-identity"
 
+#: The test user's authorized keys on the login pod. The operator installs only root's keys (slurm-operator
+#: v1.2.1 internal/builder/loginbuilder/login_config.go ``buildAuthorizedKeys(spec.RootSshAuthorizedKeys)``, mounted
+#: at /root/.ssh/authorized_keys by login_app.go), and the test user's home is the shared /home (not the image),
+#: so the key comes from the identity Secret, mounted read-only with subPath (the pattern login_app.go uses for
+#: root's file: owned by root, so sshd's StrictModes accepts it), and sshd is told to look there through the
+#: chart's ``loginsets.<key>.extraSshdConfig`` (helm/slurm/templates/loginset/loginset-cr.yaml), which
+#: login_config.go ``buildSshdConfig`` appends to the sshd_config it generates (that file sets no
+#: AuthorizedKeysFile, so ours is the first and only one; ``.ssh/authorized_keys`` keeps root's working).
+AUTHORIZED_KEYS_DIR = "/etc/ssh/slurmflox_authorized_keys"
+AUTHORIZED_KEYS_ITEM = "authorized_keys"
+SSHD_AUTHORIZED_KEYS = f"AuthorizedKeysFile .ssh/authorized_keys {AUTHORIZED_KEYS_DIR}/%u"
+
 RUNTIME_CLASS = "flox"
 
 CONTROLLER_EXTRA_CONF = (f"TaskProlog={TASK_PROLOG_PATH}", "LaunchParameters=enable_nss_slurm")
 
 _REVISION = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _CHART_VERSION = re.compile(r"1\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?\Z")
-
-
-# ------------------------------------------------------------------------------------------ identity
-@dataclass(frozen=True)
-class IdentityFiles:
-    """Complete /etc/passwd, /etc/group and /etc/shadow for the login endpoint (test scaffolding only)."""
-
-    passwd: str
-    group: str
-    shadow: str
-
-
-def _merge_entries(base: str, entries: list[str], what: str, unique_fields: tuple[int, ...]) -> str:
-    """Append ``entries`` to a colon-separated database, refusing a clash with a different existing entry.
-
-    An identical entry already present is kept once, so building from an already-extended base is idempotent.
-    """
-    lines = [line for line in base.splitlines() if line.strip()]
-    for entry in entries:
-        if entry in lines:
-            continue
-        fields = entry.split(":")
-        for other in lines:
-            other_fields = other.split(":")
-            for index in unique_fields:
-                if index < len(other_fields) and other_fields[index] == fields[index]:
-                    raise ValueError(
-                        f"{what}: the test identity entry {entry!r} clashes with the existing entry {other!r}"
-                    )
-        lines.append(entry)
-    return "\n".join(lines) + "\n"
-
-
-def test_identity_files(settings: Settings, base_passwd: str, base_group: str, base_shadow: str) -> IdentityFiles:
-    """The login image's own account databases with the TEST_* user and its supplementary group appended.
-
-    The account has no password (``*``): the acceptance suite logs in with the cluster SSH key. Its home lies on
-    the shared home (WORKER_HOME_PATH, or /home when there is none) so a job's files are visible on the workers.
-    """
-    s = settings
-    home_root = s.worker_home_path.rstrip("/") or "/home"
-    passwd = _merge_entries(
-        base_passwd,
-        [f"{s.test_user}:x:{s.test_uid}:{s.test_gid}:slurmflox acceptance user:{home_root}/{s.test_user}:/bin/bash"],
-        "passwd",
-        (0, 2),
-    )
-    group = _merge_entries(
-        base_group,
-        [f"{s.test_user}:x:{s.test_gid}:", f"{s.test_supp_group}:x:{s.test_supp_gid}:{s.test_user}"],
-        "group",
-        (0, 2),
-    )
-    shadow = _merge_entries(base_shadow, [f"{s.test_user}:*::0:99999:7:::"], "shadow", (0,))
-    return IdentityFiles(passwd=passwd, group=group, shadow=shadow)
-
-
-test_identity_files.__test__ = False  # type: ignore[attr-defined]  # not a pytest test despite its name
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -281,7 +235,10 @@ def _controller(settings: Settings) -> dict[str, Any]:
 
 
 def _loginset(
-    settings: Settings, identity: IdentityFiles | None, root_ssh_authorized_keys: str | None
+    settings: Settings,
+    identity: IdentityFiles | None,
+    root_ssh_authorized_keys: str | None,
+    test_ssh_authorized_keys: str | None,
 ) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -292,19 +249,22 @@ def _loginset(
         assert identity is not None
         for name in ("passwd", "group", "shadow"):
             mounts.append({"name": VOLUME_IDENTITY, "mountPath": f"/etc/{name}", "subPath": name, "readOnly": True})
-        volumes.append(
-            {
-                "name": VOLUME_IDENTITY,
-                "secret": {
-                    "secretName": IDENTITY_SECRET,
-                    "items": [
-                        {"key": "passwd", "path": "passwd", "mode": 0o644},
-                        {"key": "group", "path": "group", "mode": 0o644},
-                        {"key": "shadow", "path": "shadow", "mode": 0o640},
-                    ],
-                },
-            }
-        )
+        items = [
+            {"key": "passwd", "path": "passwd", "mode": 0o644},
+            {"key": "group", "path": "group", "mode": 0o644},
+            {"key": "shadow", "path": "shadow", "mode": 0o640},
+        ]
+        if test_ssh_authorized_keys:
+            items.append({"key": AUTHORIZED_KEYS_ITEM, "path": AUTHORIZED_KEYS_ITEM, "mode": 0o644})
+            mounts.append(
+                {
+                    "name": VOLUME_IDENTITY,
+                    "mountPath": f"{AUTHORIZED_KEYS_DIR}/{settings.test_user}",
+                    "subPath": AUTHORIZED_KEYS_ITEM,
+                    "readOnly": True,
+                }
+            )
+        volumes.append({"name": VOLUME_IDENTITY, "secret": {"secretName": IDENTITY_SECRET, "items": items}})
     loginset: dict[str, Any] = {
         "enabled": True,
         "replicas": 1,
@@ -314,10 +274,14 @@ def _loginset(
     }
     if root_ssh_authorized_keys:
         loginset["rootSshAuthorizedKeys"] = root_ssh_authorized_keys
+    if settings.test_identity and test_ssh_authorized_keys:
+        loginset["extraSshdConfig"] = SSHD_AUTHORIZED_KEYS
     return loginset
 
 
-def _extra_objects(settings: Settings, identity: IdentityFiles | None) -> list[dict[str, Any]]:
+def _extra_objects(
+    settings: Settings, identity: IdentityFiles | None, test_ssh_authorized_keys: str | None
+) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -344,6 +308,11 @@ def _extra_objects(settings: Settings, identity: IdentityFiles | None) -> list[d
                     "passwd": _tpl_safe(identity.passwd, "passwd"),
                     "group": _tpl_safe(identity.group, "group"),
                     "shadow": _tpl_safe(identity.shadow, "shadow"),
+                    **(
+                        {AUTHORIZED_KEYS_ITEM: _tpl_safe(test_ssh_authorized_keys.strip() + "\n", "authorized keys")}
+                        if test_ssh_authorized_keys
+                        else {}
+                    ),
                 },
             }
         )
@@ -358,13 +327,15 @@ def render_slurm_values(
     chart_version: str = "1.2.1",
     identity: IdentityFiles | None = None,
     root_ssh_authorized_keys: str | None = None,
+    test_ssh_authorized_keys: str | None = None,
 ) -> dict[str, Any]:
     """Values for one Helm release of the Slinky ``slurm`` chart (1.x) that deploys the whole worker contract.
 
     ``revision`` defaults to the runtime revision of ``settings``; a substrate that runs another image passes
     the revision it computed for it. ``identity`` is required when LOGIN=1 and TEST_IDENTITY=1 (build it with
-    :func:`test_identity_files` from the login image's own files). The same layout serves slurm chart 1.2.x and
-    1.3.x: the keys used here did not change between them; other majors are refused.
+    :func:`test_identity_files` from the login image's own files); ``test_ssh_authorized_keys`` lets the test user
+    log in with that key (only with TEST_IDENTITY=1: there is no such user otherwise). The same layout serves
+    slurm chart 1.2.x and 1.3.x: the keys used here did not change between them; other majors are refused.
     Raises SettingsError/ValueError before producing anything.
     """
     check_runtime_containers(settings)
@@ -385,10 +356,17 @@ def render_slurm_values(
             PARTITION: {
                 "enabled": True,
                 "nodesets": [COMPUTE_NODESET],
-                "configMap": {"Default": "YES", "MaxTime": "UNLIMITED"},
+                # State=DOWN: a slurmctld that starts from this configuration admits nothing until the Reconciler
+                # has verified the cohort and reopened the partition (lifecycle "reopen"); a first deployment is
+                # therefore a recovery cycle, never the fast path (REFERENCE-DESIGN "Failed and interrupted updates").
+                "configMap": {"Default": "YES", "MaxTime": "UNLIMITED", "State": "DOWN"},
             }
         },
-        "loginsets": ({LOGINSET: _loginset(settings, identity, root_ssh_authorized_keys)} if settings.login else {}),
-        "extraObjects": _extra_objects(settings, identity),
+        "loginsets": (
+            {LOGINSET: _loginset(settings, identity, root_ssh_authorized_keys, test_ssh_authorized_keys)}
+            if settings.login
+            else {}
+        ),
+        "extraObjects": _extra_objects(settings, identity, test_ssh_authorized_keys),
     }
     return values

@@ -35,6 +35,11 @@ def local_path_url(version: str) -> str:
     return f"https://raw.githubusercontent.com/rancher/local-path-provisioner/{version}/deploy/local-path-storage.yaml"
 
 
+def flannel_url(version: str) -> str:
+    """The manifest the pin check asks for with HTTP HEAD (the guest applies the same file)."""
+    return f"https://github.com/flannel-io/flannel/releases/download/{version}/kube-flannel.yml"
+
+
 def cert_manager_url(version: str) -> str:
     return f"https://github.com/cert-manager/cert-manager/releases/download/{version}/cert-manager.yaml"
 
@@ -157,10 +162,33 @@ def flox_runtime_steps(settings: Settings) -> list[Step]:
     return steps
 
 
+def pin_check_steps(settings: Settings) -> list[Step]:
+    """Before any node is changed: helm on node1 (it only places a verified binary), then ``check-pins.sh``, which
+    asks upstream for every pinned chart version (``helm show chart --version``) and download (HTTP HEAD) and stops
+    with one ``slurmflox-missing:`` line naming a pin that does not exist (see :func:`.provision.run_step`)."""
+    triples = [
+        ("flannel", settings.flannel_version, flannel_url(settings.flannel_version)),
+        ("cert-manager", settings.cert_manager_version, cert_manager_url(settings.cert_manager_version)),
+        ("local-path-provisioner", settings.local_path_version, local_path_url(settings.local_path_version)),
+    ]
+    args = (
+        HELM_BIN,
+        CHART_REPO,
+        settings.slinky_version,
+        settings.flox_version,
+        flox_package_url(settings.flox_version, "deb"),
+        flox_package_url(settings.flox_version, "rpm"),
+        *(field for triple in triples for field in triple),
+    )
+    return [
+        Step(1, f"helm {HELM_VERSION}", script="install-helm.sh", args=(HELM_VERSION,)),
+        Step(1, "pinned versions exist upstream", script="check-pins.sh", args=args, timeout=300),
+    ]
+
+
 def slinky_operator_steps(settings: Settings) -> list[Step]:
     v = settings.slinky_version
     return [
-        Step(1, f"helm {HELM_VERSION}", script="install-helm.sh", args=(HELM_VERSION,)),
         Step(
             1,
             f"Slinky CRDs {v}",

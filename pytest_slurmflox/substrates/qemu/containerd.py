@@ -123,6 +123,51 @@ def check_flox_runtime(dump: str, handler: str, shim: str) -> RuntimeCheck:
     return RuntimeCheck(handler, version, runtime, tuple(problems))
 
 
+#: The oldest containerd this stack accepts: containerd RELEASES.md "Kubernetes Support" recommends 2.2.0+ (or
+#: 2.3.0+) for Kubernetes 1.36, and 1.7/2.0/2.1 are not listed for it.
+CONTAINERD_FLOOR = (2, 2)
+_VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
+
+
+def containerd_version(text: str) -> tuple[int, int, int] | None:
+    """The version in ``containerd --version`` output (``containerd containerd.io 2.2.1 <commit>``, Debian's
+    ``containerd github.com/containerd/containerd/v2 2.1.9+unknown``): the first x.y.z after the first word."""
+    match = _VERSION.search(text.partition(" ")[2])
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def runc_problems(dump: str) -> list[str]:
+    """Is runc (every pod's runtime except Flox's) on the systemd cgroup driver kubelet uses, in the effective
+    configuration? kubernetes.io "Container Runtimes", containerd, "Configuring the systemd cgroup driver":
+    ``options.SystemdCgroup = true`` on the runc runtime (version 2 and 3 tables as :data:`RUNTIMES_TABLE`)."""
+    try:
+        doc = tomllib.loads(dump)
+    except tomllib.TOMLDecodeError as exc:
+        return [f"containerd config dump is not TOML: {exc}"]
+    version = doc.get("version", 1)
+    if version not in RUNTIMES_TABLE:
+        return [f"config version {version!r} predates containerd 1.7"]
+    table: Any = doc
+    for key in (*RUNTIMES_TABLE[version], "runc", "options"):
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    got = table.get("SystemdCgroup") if isinstance(table, dict) else None
+    if got is not True:
+        path = ".".join(f'"{k}"' if "." in k else k for k in (*RUNTIMES_TABLE[version], "runc", "options"))
+        return [f"{path}.SystemdCgroup is {got!r}, not true: runc would use cgroupfs while kubelet uses systemd"]
+    return []
+
+
+def containerd_problems(version_text: str, dump: str) -> list[str]:
+    """What keeps this node's containerd from serving Kubernetes here: too old, or runc not on systemd cgroups."""
+    version = containerd_version(version_text)
+    floor = ".".join(map(str, CONTAINERD_FLOOR))
+    if version is None:
+        return [f"cannot read a version in {version_text.strip()!r}"]
+    if version[:2] < CONTAINERD_FLOOR:
+        return [f"containerd {'.'.join(map(str, version))} is older than {floor} (containerd RELEASES.md)"]
+    return runc_problems(dump)
+
+
 def node_problems(host: str, dump: Result) -> list[str]:
     """What is wrong with node ``host``'s ``containerd config dump`` (empty: runtime ``flox`` is the shim), each
     line naming the node; T1 runs this on every node a worker pod is scheduled on."""

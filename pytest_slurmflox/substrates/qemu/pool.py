@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 #: (slurm-operator v1.2.1 helm/slurm/templates/nodeset/nodeset-cr.yaml with _helpers.tpl "slurm.worker.name").
 NODESET_NAME = f"{SLURM_RELEASE}-worker-compute"
 LOGIN_IMAGE_DEFAULT = "ghcr.io/slinkyproject/login:26.05-ubuntu26.04"
+#: One worker's replacement in a rollout, at most: the old pod's preStop and grace period, the image, the Flox
+#: shim's first realization of the environment (REFERENCE-DESIGN "Pre-warming large worker environments": a
+#: large first realization can outlast kubelet's runtime request timeout and be retried), slurmd's registration.
+WORKER_REPLACEMENT_SECONDS = 900.0
+#: Slack for everything else a waiting step sees (helm, scheduling, the operator's reconcile interval).
+STEP_SLACK_SECONDS = 300.0
 
 
 class NodeSetPool(NodeSetView, WorkerPool):
@@ -52,13 +58,14 @@ class NodeSetPool(NodeSetView, WorkerPool):
         return runtime_revision(settings)
 
     def apply(self, settings: Settings) -> str:
-        """Render the values for ``settings``' worker runtime (the deployment's own settings elsewhere), place them
-        on node1 and ``helm upgrade --install``."""
+        """Render the values for ``settings``' worker runtime and worker count (the deployment's own settings
+        elsewhere), place them on node1 and ``helm upgrade --install``."""
         from ...render.values import render_slurm_values, test_identity_files
         from ...settings import WORKER_KEYS
 
         runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
-        settings = self.substrate.settings.replace(**runtime)
+        # the cohort's size too: COMPUTE_REPLICAS is outside the revision, but the Reconciler applies a change of it
+        settings = self.substrate.settings.replace(**runtime, compute_replicas=settings.compute_replicas)
         revision = self.revision_for(settings)
         identity = None
         guest = self.substrate.guest(1)
@@ -74,12 +81,21 @@ class NodeSetPool(NodeSetView, WorkerPool):
                 chart_version=settings.slinky_version,
                 identity=identity,
                 root_ssh_authorized_keys=pubkey,
+                test_ssh_authorized_keys=pubkey if settings.login and settings.test_identity else None,
             )
             guest.put(VALUES_PATH, yaml.safe_dump(values, sort_keys=False), mode="0600").check()
             guest.root(slurm_chart_command(settings), timeout=1200).check()
         finally:
             guest.close()
         return revision
+
+    def step_timeout(self, settings: Settings) -> float:
+        """A rolling replacement of every worker, one realization each, one after another: the NodeSet replaces
+        at most ``maxUnavailable`` pods at a time (slurm-operator v1.2.1 internal/controller/nodeset/
+        nodeset_sync.go, ``GetScaledValueFromIntOrPercent(..., total, true, 1)``: 25% rounded up by the CRD's
+        default, 1 when unset), which for the small cohorts here is one pod per wave; so every worker is budgeted
+        in sequence, never in parallel."""
+        return STEP_SLACK_SECONDS + settings.compute_replicas * WORKER_REPLACEMENT_SECONDS
 
     def containerd_config(self, host: str) -> Result:
         """``containerd config dump`` on Kubernetes node ``host``, as root over the substrate's own SSH: the

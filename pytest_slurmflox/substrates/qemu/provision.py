@@ -27,11 +27,12 @@ from .addons import (
     SHIM_PATH,
     flox_runtime_steps,
     identity_home_step,
+    pin_check_steps,
     prewarm_steps,
     slinky_operator_steps,
     storage_and_certs_steps,
 )
-from .containerd import check_flox_runtime
+from .containerd import check_flox_runtime, containerd_problems
 from .guest import OFFLINE_PREFIX
 from .kubeadm import (
     JOIN_COMMAND,
@@ -45,6 +46,7 @@ from .kubeadm import (
 )
 
 if TYPE_CHECKING:
+    from ...kube import KubeClient
     from . import QemuSubstrate
 
 
@@ -67,6 +69,19 @@ def offline_line(output: str) -> str | None:
     return next((line.strip() for line in output.splitlines() if any(x in line for x in OFFLINE_SIGNS)), None)
 
 
+#: check-pins.sh's one line for a pinned version that does not exist upstream.
+MISSING_PREFIX = "slurmflox-missing: "
+
+
+def missing_line(output: str) -> str | None:
+    """check-pins.sh's message without its prefix (e.g. ``Slinky chart slurm 1.2.2 does not exist upstream
+    (...)``), or None."""
+    return next(
+        (line.strip()[len(MISSING_PREFIX) :] for line in output.splitlines() if line.startswith(MISSING_PREFIX)),
+        None,
+    )
+
+
 def run_step(sub: QemuSubstrate, step: Step) -> bool:
     """Run one step; raise on failure unless the step is soft (then warn). True if it succeeded."""
     sub.progress(f"[{fabric.hostname(step.node)}] {step.title}")
@@ -86,6 +101,9 @@ def run_step(sub: QemuSubstrate, step: Step) -> bool:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         sub.progress(f"WARNING: {step.title} failed (exit {result.exit_status}); continuing: {' | '.join(tail)}")
         return False
+    gone = missing_line(result.stdout + result.stderr)
+    if gone is not None:
+        raise SubstrateUnavailable(gone)
     sign = offline_line(result.stdout + result.stderr)
     if sign is not None:
         raise SubstrateUnavailable(
@@ -117,6 +135,21 @@ def verify_flox_runtime(sub: QemuSubstrate, node: int) -> None:
     sub.progress(f"[{fabric.hostname(node)}] containerd runtime {RUNTIME_HANDLER} -> {SHIM_PATH} verified")
 
 
+def verify_containerd(sub: QemuSubstrate, node: int) -> None:
+    """After node preparation: containerd's version and runc's cgroup driver, judged on the host from
+    ``containerd --version`` and the parsed ``containerd config dump`` (as the Flox runtime is judged)."""
+    guest = sub.guest(node)
+    try:
+        version = guest.root("containerd --version", timeout=60).check().stdout
+        dump = guest.root("containerd config dump", timeout=60).check().stdout
+    finally:
+        guest.close()
+    problems = containerd_problems(version, dump)
+    if problems:
+        raise SubstrateUnavailable(f"containerd on {fabric.hostname(node)}: " + "; ".join(problems))
+    sub.progress(f"[{fabric.hostname(node)}] {version.strip()}: runc on the systemd cgroup driver")
+
+
 def explicit_worker_keys(sub: QemuSubstrate) -> frozenset[str]:
     """Worker keys present in this process's environment or in the persisted worker-revision.env."""
     persisted = WorkerRevisionFile(sub.workdir.worker_revision_env).read()
@@ -139,8 +172,13 @@ def target_document(sub: QemuSubstrate) -> dict:
 def target_spec(sub: QemuSubstrate) -> TargetSpec:
     """What this deployment is, as the suites see it: built from the settings object it was given."""
     s = sub.settings
+    # known_hosts pins the node ports and, once the release runs, the login pod's keys (:func:`pin_login_keys`)
     login = Endpoint(
-        "127.0.0.1", s.login_ssh_port, s.test_user if s.test_identity else "root", sub.workdir.ssh_key, None
+        "127.0.0.1",
+        s.login_ssh_port,
+        s.test_user if s.test_identity else "root",
+        sub.workdir.ssh_key,
+        sub.workdir.known_hosts,
     )
     return TargetSpec(
         path=None,
@@ -159,6 +197,38 @@ def target_spec(sub: QemuSubstrate) -> TargetSpec:
     )
 
 
+#: How long the slurm release may take to run after helm: image pulls plus each worker's first Flox realization
+#: (REFERENCE-DESIGN "Pre-warming": a large first realization can outlast kubelet's runtime request timeout).
+RELEASE_READY_SECONDS = 1800.0
+
+
+def release_ready(sub: QemuSubstrate) -> None:
+    """Wait for the controller, the login endpoint and the compute NodeSet, then pin the login's host keys."""
+    from ...kube import KubeClient
+    from .login import LOGINSET_NAME
+    from .pool import NODESET_NAME
+    from .ready import CONTROLLER_STATEFULSET, Release, wait_ready
+
+    kube = KubeClient(sub.workdir.kubeconfig, None, NAMESPACE_SLURM)
+    login = LOGINSET_NAME if sub.settings.login else None
+    took = wait_ready(
+        kube, Release(CONTROLLER_STATEFULSET, login, NODESET_NAME), RELEASE_READY_SECONDS, say=sub.progress
+    )
+    sub.progress(f"slurm release ready ({took:.0f}s)")
+    if login:
+        pin_login_keys(sub, kube)
+
+
+def pin_login_keys(sub: QemuSubstrate, kube: KubeClient) -> None:
+    """Pin the LoginSet's host keys (from the operator's Secret) for the forwarded login port."""
+    from .login import host_keys_secret_name, host_public_keys, pin_host_keys
+
+    name = host_keys_secret_name()
+    keys = host_public_keys(kube.secret(name), name)
+    pin_host_keys(sub.workdir.known_hosts, "127.0.0.1", sub.settings.login_ssh_port, keys)
+    sub.progress(f"login host keys pinned for [127.0.0.1]:{sub.settings.login_ssh_port} from Secret {name}")
+
+
 def provision_cluster(sub: QemuSubstrate) -> dict:
     """kubeadm, addons, Flox runtime, Slinky, identity, kubeconfig, first slurm chart; returns the target."""
     s = sub.settings
@@ -166,8 +236,10 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     marker.unlink(missing_ok=True)
     (sub.workdir.root / "target.yaml").unlink(missing_ok=True)
     t0 = time.monotonic()
-    for step in cluster_steps(s):
+    for step in [*pin_check_steps(s), *cluster_steps(s)]:
         run_step(sub, step)
+        if step.script == "k8s-node-prep.sh":
+            verify_containerd(sub, step.node)
     g1 = sub.guest(1)
     try:
         join = g1.root(JOIN_COMMAND, timeout=120).check().stdout.strip().splitlines()[-1]
@@ -203,8 +275,9 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
     write_secret(sub.workdir.kubeconfig, kubeconfig_for_host(admin, s.k8s_api_port))
     pool = sub.pool()
     if pool.desired_revision() is None:
-        sub.progress("installing the slurm chart (first deployment)")
+        sub.progress("installing the slurm chart (first deployment; its partition starts DOWN until verified)")
         pool.apply(s)
+    release_ready(sub)
     target = target_document(sub)
     atomic_write(sub.workdir.root / "target.yaml", yaml.safe_dump(target, sort_keys=False))
     sub.record(
