@@ -150,8 +150,12 @@ def _memory_problem(lines: list[str], output: str, node: str) -> str | None:
         return f"the 8 MiB control within --mem=64 did not complete: {lines!r}"
     if "hog=0" in lines:
         return "a task that uses 512 MiB with --mem=64 was not killed"
-    if not re.search(rf"\b{re.escape(node)}: task \d+: Out Of Memory", output):
-        return "Slurm did not report the task killed Out Of Memory there"
+    # each worker's slurmstepd reports its own OOM kill (``slurmstepd-<node>: error: Detected 1 oom_kill event``;
+    # 22.05: ``oom-kill event(s)``); srun names only the first task it saw killed
+    name = re.escape(node)
+    reported = rf"slurmstepd-{name}: error: Detected \d+ oom[-_]kill event|\b{name}: task \d+: Out Of Memory"
+    if not re.search(reported, output):
+        return "Slurm did not report an OOM kill there"
     return None
 
 
