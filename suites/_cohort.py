@@ -31,7 +31,7 @@ NOT_SERVING_FLAGS = "*~#%$!"
 _HARMLESS_FLAGS = "@^-"
 #: The pre-flight step's deadline (seconds, whole): the allocation (``--immediate``) and the step together. A
 #: stopped slurmd makes the step's launch fail or hang; either way the run ends within a minute naming the worker.
-PREFLIGHT_DEADLINE = 40
+PREFLIGHT_DEADLINE = 20
 
 
 def serving(state: str) -> bool:
