@@ -15,6 +15,7 @@ worker with a deadline shows each one answers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -103,10 +104,22 @@ class Across:
         """Workers of the cohort that printed no line of ours (the step did not reach them, or their task died)."""
         return [node for node in self.nodes if not self.lines.get(node)]
 
+    @property
+    def launch_failed(self) -> dict[str, str]:
+        """Workers where srun says the step could not launch (``Task launch for StepId=... failed on node X: why``):
+        srun then aborts the whole step, so no worker prints a line, and this names the one that broke it."""
+        text = self.result.stdout + self.result.stderr
+        return dict(re.findall(r"Task launch for \S+ failed on node ([^:\s]+): ([^\n]*)", text))
+
     def wrong(self, judge: Callable[[str, list[str]], str | None]) -> list[str]:
         """``judge(node, lines)`` for every worker, in cohort order: the problems (each naming its worker), a
-        missing worker included."""
-        problems = [f"{node}: no line of ours from a task there" for node in self.missing]
+        missing worker included (and, when the step did not launch, the worker that stopped it first)."""
+        failed = self.launch_failed
+        problems = [f"{node}: the step could not launch there ({why})" for node, why in failed.items()]
+        aborted = f" (the step was aborted: it could not launch on {', '.join(failed)})" if failed else ""
+        problems += [
+            f"{node}: no line of ours from a task there{aborted}" for node in self.missing if node not in failed
+        ]
         for node in self.nodes:
             if self.lines.get(node):
                 problem = judge(node, self.lines[node])

@@ -51,3 +51,18 @@ def test_across_names_the_worker_whose_line_is_missing_or_wrong():
     assert step.missing == ["w2"]
     problems = step.wrong(lambda node, lines: None if lines == ["ok"] else f"said {lines}")
     assert problems == ["w2: no line of ours from a task there", "w3: said ['bad']"]
+
+
+def test_across_names_the_worker_a_step_could_not_launch_on():
+    stderr = (
+        "srun: error: Task launch for StepId=18.0 failed on node worker3: Unspecified error\n"
+        "srun: error: Application launch failed: Unspecified error\nsrun: error: worker2: task 1: Killed\n"
+    )
+    res = marked(Result("x", "login", "u", 137, "", stderr, 0.5), Mark.new())
+    step = Across(res, ("worker1", "worker2", "worker3"), {})
+    assert step.launch_failed == {"worker3": "Unspecified error"}
+    assert step.wrong(lambda node, lines: None) == [
+        "worker3: the step could not launch there (Unspecified error)",
+        "worker1: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
+        "worker2: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
+    ]
