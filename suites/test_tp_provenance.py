@@ -4,12 +4,15 @@ Requirement: whatever export mode the user picks (default, ALL, NONE, NIL, a var
 batch scripts alike, a task's environment is exactly: the submit-side variables that mode passes, with their
 values; PATH with the environment's own entries placed per WORKER_PATH_PRECEDENCE; exactly the allow-listed
 activation variables with the values the environment defines; and the variables Slurm itself sets (the documented
-list in expectations.py). Any other added or changed variable FAILS, naming it. A command present both in the
+list in expectations.py), each with Slurm's own value (pytest_slurmflox/slurmenv.py: no ``SLURM_CONF``-like
+redirection, and the same Slurm-set names and job-wide values on every worker). Any other added or changed variable
+FAILS, naming it. A command present both in the
 environment and in the base image resolves as the policy says.
 
 Where the expectations come from (never from the task profile the worker wrote):
 
 - the submit-side environment: captured on the login endpoint in the same shell, just before submitting;
+- the values Slurm sets for SLURM_CONF and TMPDIR: the login endpoint's ``scontrol show config`` (the controller's);
 - export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
   ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;

@@ -25,6 +25,7 @@ import time
 import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
@@ -184,9 +185,13 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records
     out = submit.login.run(" ; ".join(f"cat {outdir}/{job_id}.out" for job_id in job_ids.values()))
     found = environs(out.stdout)
     s = expect.settings
+    facts = SlurmFacts.read(submit.login)
+    odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=False)
     for node in workers:
         task = found.get(node)
         requirement(task is not None, f"the REST job ran on {node} and showed its environment", out)
+        foreign = redirection_problems(task, node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
+        requirement(not foreign, f"[REST] on {node} every name Slurm sets has Slurm's value", *foreign, out)
         problems = task_env_problems(
             task,
             env,

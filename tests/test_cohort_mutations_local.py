@@ -5,6 +5,10 @@ they PASS again.
 - A stopped slurmd (SIGSTOP on worker2's slurmd: the process is there and holds its port, it answers nothing): the
   cohort pre-flight's step on every worker does not hear from worker2 (or sinfo already flags it ``*``), and the
   run ends non-zero within 60 s naming worker2, every check blocked with that reason.
+- A TaskProlog on worker2 that exports ``SLURM_CONF=/tmp/x`` (every Slurm command in the task would read another
+  configuration) and a name Slurm never sets: TP (srun and sbatch) and T10 FAIL naming worker2, the names Slurm
+  sets being judged now instead of ignored. (``TMPDIR=/foreign`` from a TaskProlog does not reach the task: slurmstepd
+  sets TMPDIR after the TaskProlog ran, measured on Slurm 24.11.)
 - MPI broken on the third worker only (its pmix plugins hidden, as an image built without them): T6, whose MPI
   world has a rank on every worker, FAILS naming worker3 (it used to run ``-N2`` and pass).
 
@@ -22,7 +26,7 @@ from acceptance_helpers import deployed, mutated, node_sh, passes_again
 
 pytestmark = pytest.mark.integration
 
-GROUPS = "T6 or T9 or TI"
+GROUPS = "T6 or T9 or TI or TP"
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +99,23 @@ def test_mpi_broken_on_the_third_worker_fails_t6_naming_it(deployment):
     assert "with a rank on each of the 3 workers" in said and "worker3: the step could not launch there" in said, said
     assert "could not launch on worker3" in said and "worker1: the step" not in said, said
     passes_again(deployment, "-m", "T6")
+
+
+def test_a_task_prolog_redirecting_slurm_on_worker2_fails_tp_and_t10(deployment):
+    prolog = "/etc/slurm/flox-task-prolog/task-prolog.sh"
+    extra = 'printf "%s\\n" "export SLURM_CONF=/tmp/x" "export SLURM_SFX_SITE=1"; exit 0'
+    breaks = (
+        f"cp {prolog} /tmp/.sfx-task-prolog.sh && sed -i 's|^exit 0$|{extra}|' /tmp/.sfx-task-prolog.sh && "
+        f"grep -q SLURM_CONF /tmp/.sfx-task-prolog.sh && mount --bind /tmp/.sfx-task-prolog.sh {prolog}"
+    )
+    run = mutated(deployment, {"worker2": (breaks, f"umount {prolog}")}, "-m", "TP or T10")
+    failed = run.outcomes("failure")
+    assert any(f.startswith("test_tp_provenance::test_srun_task_environment") for f in failed), run.output[-3000:]
+    assert any(f.startswith("test_tp_provenance::test_sbatch_task_environment") for f in failed), run.output[-3000:]
+    assert any("no_pod_or_floxhub_credentials" in f for f in failed), run.output[-3000:]
+    said = re.findall(r"requirement not met: [^\n]*", run.messages())
+    assert said and all("worker2" in line and "worker1" not in line and "worker3" not in line for line in said), said
+    message = run.messages()
+    assert "SLURM_CONF='/tmp/x' redirects Slurm's configuration" in message, message[-3000:]
+    assert "sets SLURM_SFX_SITE, unlike the other workers' tasks" in message, message[-3000:]
+    passes_again(deployment, "-m", "TP or T10")
