@@ -133,7 +133,8 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
     problems = step.wrong(lambda node, lines: "no taskset there" if "no-taskset" in lines else _binding_problem(lines))
     requirement(
         not problems,
-        "on every worker a task is confined to the CPUs Slurm allocated: " + "; ".join(problems),
+        "on every worker a task is confined to the CPUs Slurm allocated and cannot move itself to a CPU outside its "
+        "allocation: " + "; ".join(problems),
         step.result,
     )
 
