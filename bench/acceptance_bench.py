@@ -107,9 +107,9 @@ def cohort_rows(sizes: list[int], workers: int, runs: int, extra: list[str], rep
         samples = [one_run(workers, extra, reports, f"bench-{tag}-c{size}-{i}") for i in range(runs)]
         verdicts.extend(s.verdicts for s in samples)
         costs = {k: statistics.median(s.costs.get(k, 0.0) for s in samples) for k in samples[0].costs}
+        grew = sorted(costs, key=lambda k: costs[k] - first.get(k, 0.0), reverse=True)[:5] if first else []
+        shown = ", ".join(f"{k.rsplit('::', 1)[-1]} {first.get(k, 0.0):.1f}->{costs[k]:.1f}" for k in grew) or "-"
         first = first or costs
-        grew = sorted(costs, key=lambda k: costs[k] - first.get(k, 0.0), reverse=True)[:5]
-        shown = ", ".join(f"{k.rsplit('::', 1)[-1]} {first.get(k, 0.0):.1f}->{costs[k]:.1f}" for k in grew)
         wall = statistics.median(s.wall for s in samples)
         print(f"| {size} | {converge:.1f} | {wall:.1f} | {sum(costs.values()):.1f} | {shown} |", flush=True)
     return all(v == verdicts[0] for v in verdicts)
