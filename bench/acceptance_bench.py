@@ -9,6 +9,13 @@ Phases: ``up`` is a no-change ``pytest --slurmflox-up=local``; ``checks`` is the
 evidence.json; ``report`` is the rest of the wall time (start-up, collection, writing HTML/JUnit, secret scan).
 
     .venv/bin/python bench/acceptance_bench.py --runs 5 --workers 0 2 -- --slurmflox-workdir=/path
+
+Cohort-size axis (issue 29): ``--cohorts 3 12 32`` grows (or shrinks) the local deployment to each size in turn
+(``COMPUTE_REPLICAS=N pytest --slurmflox-up=local``, timed as "converge"), runs the acceptance run ``--runs`` times
+with the first ``--workers`` value, and prints per size: wall, the sum of check times, and the five checks that grew
+most against the first size; the verdicts must be the same at every size.
+
+    .venv/bin/python bench/acceptance_bench.py --runs 1 --workers 2 --cohorts 3 12 -- --slurmflox-workdir=/path
 """
 
 from __future__ import annotations
@@ -34,11 +41,17 @@ class Sample:
     longest: tuple[str, float]
     verdicts: dict[str, str]
     load: float  #: 1-minute load average when the run ended
+    costs: dict[str, float]  #: each check's cost (:func:`cost`)
 
 
-def _pytest(*args: str) -> float:
+def _pytest(*args: str, env: dict[str, str] | None = None) -> float:
     began = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
     return time.monotonic() - began
 
 
@@ -62,7 +75,8 @@ def one_run(workers: int, extra: list[str], reports: Path, run_id: str) -> Sampl
     # a check's cost to the run is its span: an early job (T7's time limit) began long before the check's own setup
     longest = max(((c["nodeid"], cost(c)) for c in checks), key=lambda t: t[1], default=("none", 0.0))
     verdicts = {c["nodeid"]: c["verdict"] for c in checks}
-    return Sample(wall, up, float(doc["run"]["duration"]), longest, verdicts, os.getloadavg()[0])
+    costs = {c["nodeid"]: cost(c) for c in checks}
+    return Sample(wall, up, float(doc["run"]["duration"]), longest, verdicts, os.getloadavg()[0], costs)
 
 
 def table_row(label: str, samples: list[Sample]) -> str:
@@ -80,13 +94,39 @@ def table_row(label: str, samples: list[Sample]) -> str:
     )
 
 
+def cohort_rows(sizes: list[int], workers: int, runs: int, extra: list[str], reports: Path) -> bool:
+    """The cohort-size table; True when every size gave the same verdicts."""
+    print("| workers | converge s | wall s (median) | sum of check times s | five checks that grew most (s) |")
+    print("|---|---|---|---|---|")
+    first: dict[str, float] = {}
+    verdicts: list[dict[str, str]] = []
+    for size in sizes:
+        env = {"COMPUTE_REPLICAS": str(size)}
+        converge = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra, env=env)
+        tag = secrets.token_hex(2)
+        samples = [one_run(workers, extra, reports, f"bench-{tag}-c{size}-{i}") for i in range(runs)]
+        verdicts.extend(s.verdicts for s in samples)
+        costs = {k: statistics.median(s.costs.get(k, 0.0) for s in samples) for k in samples[0].costs}
+        grew = sorted(costs, key=lambda k: costs[k] - first.get(k, 0.0), reverse=True)[:5] if first else []
+        shown = ", ".join(f"{k.rsplit('::', 1)[-1]} {first.get(k, 0.0):.1f}->{costs[k]:.1f}" for k in grew) or "-"
+        first = first or costs
+        wall = statistics.median(s.wall for s in samples)
+        print(f"| {size} | {converge:.1f} | {wall:.1f} | {sum(costs.values()):.1f} | {shown} |", flush=True)
+    return all(v == verdicts[0] for v in verdicts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="0 = serial; N = N xdist workers")
+    parser.add_argument("--cohorts", type=int, nargs="*", default=[], help="cohort sizes (COMPUTE_REPLICAS)")
     parser.add_argument("extra", nargs="*", help="options for every pytest call (after --)")
     args = parser.parse_args(argv)
     reports = Path(tempfile.mkdtemp(prefix="sfx-bench-"))
+    if args.cohorts:
+        same = cohort_rows(args.cohorts, args.workers[0], args.runs, args.extra, reports)
+        print(f"verdicts identical across cohort sizes: {same}; reports in {reports}")
+        return 0 if same else 1
     print(
         "| mode | runs | median s | min s | max s | median longest check s | median wall/longest | up s | checks s "
         "| rest s "

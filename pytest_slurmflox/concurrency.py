@@ -75,10 +75,16 @@ def selects_destructive(config: pytest.Config) -> bool:
 
 
 def selects_checks(config: pytest.Config) -> bool:
-    """Whether the user selected acceptance checks by marker (``-m acceptance``, ``-m "T3 or T7"``) or group list.
-    A bare ``--slurmflox-up`` or ``--slurmflox-target`` is not enough: a no-change converge must stay a matter of
-    seconds, without starting workers that would find nothing to run."""
-    return bool(_named(config) & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"))
+    """Whether this is an acceptance run: checks selected by marker (``-m acceptance``, ``-m "T3 or T7"``) or group
+    list, or the README's customer command, a target named without a mark expression (``pytest --pyargs
+    pytest_slurmflox.suites --slurmflox-target=site.yaml``: it runs every acceptance check, so it gets the same
+    concurrency as ``-m acceptance``; issue 29 measured it serial, 181 s). A bare ``--slurmflox-up`` is not one (it
+    provisions; a no-change converge must stay a matter of seconds, without starting workers that would find
+    nothing to run), nor is a target with ``--slurmflox-up`` beside it."""
+    if _named(config) & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"):
+        return True
+    customer = get_option(config, "slurmflox_target") and not get_option(config, "slurmflox_up")
+    return bool(customer and not (config.option.markexpr or "").strip())
 
 
 def default_workers(config: pytest.Config) -> int:

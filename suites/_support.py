@@ -71,58 +71,6 @@ def declared_nodeset(target) -> dict:
     return nodeset
 
 
-#: Slurm node states of a worker that serves (base state, flags such as ``*`` or ``~`` stripped).
-_SERVING = {"idle", "mixed", "allocated", "completing", "planned"}
-
-
-def partition_nodes(target) -> tuple[dict[str, str], Result]:
-    """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
-    res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
-    nodes: dict[str, str] = {}
-    for line in res.stdout.splitlines():
-        name, sep, state = line.strip().partition("|")
-        if sep:
-            nodes[name] = state.lower()
-    return nodes, res
-
-
-def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
-    """The worker cohort: what Slurm lists in the partition, cross-checked with what the owner (NodeSet or local
-    pool) lists. Returns (every node of either list, problems naming each node, evidence). A node in the
-    partition the owner does not list, a listed worker Slurm does not have, or a worker that does not serve is a
-    problem; none of them is dropped from the list, so per-worker checks still reach every node."""
-    nodes, res = partition_nodes(target)
-    evidence: list[Result | str] = [res]
-    problems: list[str] = []
-    # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
-    # as such, and never part of the cohort.
-    isolated = set(getattr(target.pool, "isolated", set)()) if target.pool is not None else set()
-    if isolated:
-        evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
-        nodes = {n: s for n, s in nodes.items() if n not in isolated}
-    if not res.ok:
-        return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
-    if not nodes:
-        problems.append(f"Slurm lists no node in partition {target.spec.partition}")
-    for name, state in sorted(nodes.items()):
-        base = state.rstrip("*~#!%$@^-+").split("+")[0]
-        if base not in _SERVING:
-            problems.append(f"{name} is in partition {target.spec.partition} but not serving (state {state})")
-    listed: dict[str, object] = {}
-    if target.pool is not None:
-        infos = target.pool.workers()
-        evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
-        listed = {w.name: w for w in infos if w.name not in isolated}
-        for name in sorted(set(nodes) - set(listed)):
-            problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
-        for name, info in sorted(listed.items()):
-            if name not in nodes:
-                problems.append(f"{name} is listed by the owner but not registered in Slurm")
-            elif not getattr(info, "ready", False):
-                problems.append(f"{name} is listed by the owner but not ready")
-    return sorted(set(nodes) | set(listed)), problems, evidence
-
-
 def worker_runtime(target, name: str, mode: str):
     """The runtime provider's record of what worker ``name`` was given, resolved where the worker sees it
     (:class:`pytest_slurmflox.expectations.Runtime`), or a string saying why there is none."""

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from ._support import cohort, requirement
+from ._cohort import cohort, preflight_step
+from ._support import requirement
 
 
 @pytest.fixture(scope="session")
-def workers(target) -> list[str]:
+def workers(target, slurmflox_state) -> list[str]:
     """Slurm node names of the worker cohort: the partition's nodes cross-checked with the owner's list.
 
     A node in the partition that the owner does not list, a listed worker that is not registered, or one that does
-    not serve is a FAIL naming it (it is not dropped, and it is no SKIP). Per-worker checks use every node.
+    not serve (a state flag such as ``*`` not responding included) is a FAIL naming it (it is not dropped, and it is
+    no SKIP). Then one short step on every worker, with a deadline: a worker whose slurmd stopped before Slurm noticed
+    FAILS the pre-flight within a minute, named, instead of every check waiting for it. Per-worker checks use every
+    node.
     """
     from pytest_slurmflox.declared import COMMON_KEYS, KUBERNETES_KEYS
+    from pytest_slurmflox.submit import Jobs
 
     from ._support import declared, require
 
@@ -27,6 +32,18 @@ def workers(target) -> list[str]:
     requirement(
         not problems, "the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence
     )
+    jobs = Jobs(
+        login=target.login,
+        slurm=target.slurm,
+        run_id=slurmflox_state.run_id,
+        label="preflight",
+        partition=target.spec.partition,
+    )
+    try:
+        silent, step = preflight_step(jobs, nodes)
+    finally:
+        jobs.cleanup()
+    requirement(not silent, "every worker of the cohort answers a step: " + "; ".join(silent), step.result)
     return nodes
 
 

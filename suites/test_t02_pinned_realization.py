@@ -21,8 +21,9 @@ import pytest
 from pytest_slurmflox.declared import ENV
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
+from ._cohort import cohort
 from ._nixstore import flox_lock_check, local_store_problems
-from ._support import _q, cohort, declared, declared_nodeset, on_each, per_node, require, requirement, runtimes
+from ._support import _q, declared, declared_nodeset, on_each, per_node, require, requirement, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T2]
 

@@ -1,10 +1,11 @@
 """T6: multi-node MPI through Slurm's pmix plugin.
 
-Requirement: an MPI program launched with ``srun --mpi=pmix`` across two workers initializes one world with its
-ranks on distinct nodes. The program is compiled for the occasion on a worker with the worker's own mpicc.
+Requirement: an MPI program launched with ``srun --mpi=pmix`` across every worker of the cohort (one step, one
+rank per worker, ``-w`` all of them) initializes one world with one rank on each worker; a worker where MPI is
+broken is named. The program is compiled for the occasion on a worker with the worker's own mpicc.
 
 Where the expectations come from: the program is written here and prints its world size and ranks; the expected
-size and node spread are the counts the check asks Slurm for.
+size and node spread are the cohort the pre-flight decided (Slurm's partition cross-checked with the owner).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from pytest_slurmflox.waits import job_timeout
 
+from ._cohort import across
 from ._support import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
@@ -57,15 +59,29 @@ def _probe(submit, target) -> str:
     )
 
 
-def test_mpi_ranks_on_distinct_nodes(submit, target):
+def test_mpi_ranks_on_every_worker(submit, target, workers):
+    """One MPI world with one rank on every worker of the cohort (``-w`` all of them): MPI broken on any one worker
+    (its pmix plugin, its MPI library) FAILS naming that worker."""
+    if len(workers) < 2:
+        pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
     program = _probe(submit, target)
-    # the allocation, then the two ranks' PMIx wire-up (up to a pass of its own on a loaded host)
-    run = submit.srun("--mpi=pmix -N2 -n2 --ntasks-per-node=1", program, timeout=job_timeout(stages=2))
-    lines = sorted(line for line in run.stdout.splitlines() if "rank=" in line)
-    hosts = {line.split("host=")[1].split()[0] for line in lines}
-    ranks = sorted(line.split("rank=")[1].split()[0] for line in lines)
+    n = len(workers)
+    # the allocation, then the ranks' PMIx wire-up (up to a pass of its own on a loaded host)
+    step = across(submit, workers, program, args="--mpi=pmix", timeout=job_timeout(stages=2))
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        ranks = [line for line in lines if line.startswith("rank=")]
+        if len(ranks) != 1 or f"size={n}" not in ranks[0]:
+            return f"no rank of one {n}-rank MPI world ran there: {lines[-3:]!r}"
+        return None
+
+    problems = step.wrong(judge)
+    ranks = sorted(int(line.split("rank=")[1].split()[0]) for lines in step.lines.values() for line in lines
+                   if line.startswith("rank="))  # fmt: skip
+    if not problems and ranks != list(range(n)):
+        problems.append(f"the ranks are {ranks}, not 0..{n - 1}")
     requirement(
-        run.ok and ranks == ["0", "1"] and all("size=2" in line for line in lines) and len(hosts) == 2,
-        f"two ranks of one MPI world ({program}) on two distinct workers",
-        run,
+        step.result.ok and not problems,
+        f"one MPI world ({program}) with a rank on each of the {n} workers: " + "; ".join(problems),
+        step.result,
     )

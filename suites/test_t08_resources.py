@@ -11,9 +11,9 @@ of these (``limitations`` in its target file) SKIPs that check naming the limita
 
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
-import time
 
 import pytest
 
@@ -21,6 +21,7 @@ from pytest_slurmflox.declared import CPUS, MEM
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
+from ._cohort import across, ring_case
 from ._support import Mark, declared, require_enforced, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
@@ -104,49 +105,80 @@ done
 """
 
 
-def test_job_is_confined_to_its_allocated_cpus(submit, target):
-    require_enforced(target, "cpu-binding")
-    mark = Mark.new()
-    res = submit.srun("-N1 -n1 -c1", "bash -c " + shlex.quote(mark.wrap(_BINDING_PROBE)))
-    requirement(res.ok, "a one-CPU job step runs", res)
-    own = mark.lines(res.stdout)
-    if "no-taskset" in own:
-        pytest.skip("missing capability taskset: the workers have no taskset to try another CPU with")
-    facts = dict(line.split("=", 1) for line in own if "=" in line)
+def _facts(lines: list[str]) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith(("runs-on", "refused")))
+
+
+def _spare_cpus(lines: list[str]) -> set[int]:
+    """Online CPUs of the worker outside the task's allowed set."""
+    facts = _facts(lines)
+    return _cpu_list(facts.get("online", "")) - _cpu_list(facts.get("allowed", ""))
+
+
+def _binding_problem(lines: list[str]) -> str | None:
+    """What is wrong with one worker's :data:`_BINDING_PROBE` answer, or None."""
+    facts = _facts(lines)
     allowed = _cpu_list(facts.get("allowed", ""))
     allocated = int(facts.get("slurm") or 0)
+    if not len(allowed) == allocated >= 1:
+        return f"the task may run on CPUs {sorted(allowed)}, not exactly the {allocated} Slurm allocated"
+    runs_on = {int(line.partition("=")[2]) for line in lines if line.startswith("runs-on=")}
+    if runs_on - allowed:
+        return f"the task moved itself to CPUs {sorted(runs_on - allowed)} outside its allocation {sorted(allowed)}"
+    return None
+
+
+def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
+    """On every worker, in one step (one one-CPU task per worker): the task may run on exactly the CPU(s) Slurm
+    allocated (Cpus_allowed_list) and cannot move itself to any other online CPU (the node's cpuset refuses it)."""
+    require_enforced(target, "cpu-binding")
+    step = across(submit, workers, _BINDING_PROBE, args="-c1")
+    requirement(step.result.ok, "a one-CPU step runs on every worker", step.result)
+    lacking = [node for node, lines in step.lines.items() if "no-taskset" in lines]
+    if lacking and len(lacking) == len(workers):
+        pytest.skip("missing capability taskset: the workers have no taskset to try another CPU with")
+    spare = [node for node, lines in step.lines.items() if _spare_cpus(lines)]
+    if not spare:
+        pytest.skip("missing capability spare-cpu: no worker has an online CPU outside the job's allocation")
+    problems = step.wrong(lambda node, lines: "no taskset there" if "no-taskset" in lines else _binding_problem(lines))
     requirement(
-        len(allowed) == allocated >= 1,
-        f"the task may run on exactly the {allocated} CPU(s) Slurm allocated (Cpus_allowed_list)",
-        res,
-    )
-    runs_on = {int(line.partition("=")[2]) for line in own if line.startswith("runs-on=")}
-    others = _cpu_list(facts.get("online", "")) - allowed
-    if not others:
-        pytest.skip("missing capability spare-cpu: the worker has no online CPU outside the job's allocation")
-    requirement(
-        not (runs_on - allowed),
-        f"the job cannot move itself to a CPU outside its allocation {sorted(allowed)} "
-        f"(the node's cpuset refuses it; it ran on {sorted(runs_on - allowed)})",
-        res,
+        not problems,
+        "on every worker a task is confined to the CPUs Slurm allocated and cannot move itself to a CPU outside its "
+        "allocation: " + "; ".join(problems),
+        step.result,
     )
 
 
-_MEMORY_HOG = "head -c {mb}m /dev/zero | tail > /dev/null\necho survived\n"
+#: In a task limited to --mem=64 on its worker: 8 MiB fit (the control: a kill below is the limit, not the probe),
+#: 512 MiB do not; each prints the pipeline's exit status (137: the kernel's OOM killer, the cgroup limit).
+_MEMORY_PROBE = (
+    "head -c 8m /dev/zero | tail > /dev/null; echo fits=$?; head -c 512m /dev/zero | tail > /dev/null; echo hog=$?"
+)
+
+
+def _memory_problem(lines: list[str], output: str, node: str) -> str | None:
+    if "fits=0" not in lines:
+        return f"the 8 MiB control within --mem=64 did not complete: {lines!r}"
+    if "hog=0" in lines:
+        return "a task that uses 512 MiB with --mem=64 was not killed"
+    # each worker's slurmstepd reports its own OOM kill (``slurmstepd-<node>: error: Detected 1 oom_kill event``;
+    # 22.05: ``oom-kill event(s)``); srun names only the first task it saw killed
+    name = re.escape(node)
+    reported = rf"slurmstepd-{name}: error: Detected \d+ oom[-_]kill event|\b{name}: task \d+: Out Of Memory"
+    if not re.search(reported, output):
+        return "Slurm did not report an OOM kill there"
+    return None
 
 
 def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
+    """On every worker, in one step with --mem=64 per worker: 8 MiB fit, 512 MiB are killed by the limit, and Slurm
+    reports that worker's task Out Of Memory."""
     require_enforced(target, "memory-limits")
-    node = workers[0]
-    # positive control: the same probe within its --mem completes, so a kill below is the limit, not the probe
-    small = submit.sbatch("#!/bin/bash\n" + _MEMORY_HOG.format(mb=8), "--mem=64", f"-w{node}", suffix="fits")
-    large = submit.sbatch("#!/bin/bash\n" + _MEMORY_HOG.format(mb=512), "--mem=64", f"-w{node}", suffix="hog")
-    states = submit.wait(small, large, timeout=job_timeout(stages=2))  # one node: maybe one after the other
-    requirement(states[small].state == "COMPLETED", "a job within its --mem=64 completes", str(states[small]))
+    step = across(submit, workers, _MEMORY_PROBE, args="--mem=64", timeout=job_timeout(stages=2))
+    output = step.result.stdout + step.result.stderr
+    problems = step.wrong(lambda node, lines: _memory_problem(lines, output, node))
     requirement(
-        states[large].state == "OUT_OF_MEMORY",
-        "a job that uses 512 MiB with --mem=64 is killed for it (OUT_OF_MEMORY)",
-        str(states[large]),
+        not problems, "on every worker a task beyond its --mem=64 is killed for it: " + "; ".join(problems), step.result
     )
 
 
@@ -160,74 +192,91 @@ DAEMONIZE = {
 }
 
 
-def _probe(submit, node: str, marker: str, release: str = "", job: str = ""):
-    """Processes on ``node`` whose command line holds ``marker`` (one ``pid marker...`` line each), seen from a task
-    there; optionally releases a waiting job (touch ``release`` in the node's /tmp).
-
-    While the job runs, the probe is a step inside that job (``--overlap``): it needs no free CPU on a node that
-    concurrent checks may have filled. Afterwards it is a job of its own on the CPU the ended job gave back."""
+def _look(marker: str, release: str = "") -> str:
+    """Shell text listing this worker's processes whose command line holds ``marker`` (``pid marker...`` lines), then
+    ``looked``; optionally touching ``release`` in the worker's /tmp first."""
     touch = f"touch /tmp/{release}; " if release else ""
-    look = f"pgrep -af -- {marker} | grep -v -e pgrep -e bash || true"
-    where = f"--jobid={job} --overlap -N1 -n1 -w {node}" if job else f"-N1 -n1 -w {node}"
-    return submit.srun(where, f"bash -c '{touch}{look}'")
+    return f"{touch}pgrep -af -- {marker} | grep -v -e pgrep -e bash; echo looked"
 
 
-def _probe_until_gone(submit, node: str, marker: str, grace: float = 30.0):
-    """Probe until the marked process is gone or ``grace`` seconds passed: the job's state changes at the controller
-    before the worker has finished ending its processes (KillWait), so "survives" means: still there after that."""
-    deadline = time.monotonic() + grace
-    while True:
-        left = _probe(submit, node, marker)
-        if marker not in left.stdout or time.monotonic() > deadline:
-            return left
-        time.sleep(1)
+def _seen(step, marker: str) -> dict[str, list[str]]:
+    """Worker -> the marked processes a probe step saw there (only workers where it saw one)."""
+    return {node: found for node, lines in step.lines.items() if (found := [line for line in lines if marker in line])}
 
 
-def _kill_leftovers(submit, node: str, seen: str) -> None:
-    """Best effort: end, by PID, what a failing check left (the test user's own processes)."""
-    pids = " ".join(line.split()[0] for line in seen.splitlines() if line.split() and line.split()[0].isdigit())
-    if pids:
-        submit.srun(f"-N1 -n1 -w {node}", f"kill -9 {pids}", timeout=job_timeout())
+def _probe(submit, workers, marker: str, release: str = "", job: str = ""):
+    """Every worker's processes holding ``marker``, seen in one step with a task on each worker.
+
+    While the job runs, the probe is a step inside that job (``--overlap``): it needs no free CPU on workers that
+    concurrent checks may have filled. Afterwards it is a job of its own on the CPUs the ended job gave back."""
+    return across(submit, workers, _look(marker, release), args=f"--jobid={job} --overlap" if job else "")
+
+
+def _kill_leftovers(submit, workers, seen: dict[str, list[str]]) -> None:
+    """Best effort: end, by PID, what a failing check left on each worker (the test user's own processes)."""
+    pids = {node: [line.split()[0] for line in lines if line.split()[0].isdigit()] for node, lines in seen.items()}
+    arms = [(node, " ".join(p)) for node, p in pids.items() if p]
+    if arms:
+        across(submit, workers, ring_case(arms, lambda _node, p: f"kill -9 {p}"), timeout=job_timeout())
 
 
 #: How long an "ended" job waits for the probe's release file before it ends anyway (its own bound, seconds).
 RELEASE_WAIT = 60.0
 
 
-@pytest.mark.parametrize("ending", ["ended", "cancelled"])
-@pytest.mark.parametrize("how", list(DAEMONIZE))
-def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, ending):
-    if how != "background":  # a process group (proctrack/pgid) holds a background child, not these
-        require_enforced(target, "process-tracking")
-    # a nonce of its own: a run id may be reused (--slurmflox-run-id), and a release file an earlier run left would
-    # end this job at once (seen: every "ended" case FAILED when a benchmark repeated its run ids)
-    marker = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{how.replace('-', '')}{ending}"
-    node = workers[0] if ending == "ended" else workers[-1]
+def _stray_job(submit, workers, marker: str, how: str, ending: str) -> str:
+    """A job with one task on every worker, each leaving a ``how`` process behind; "ended" tasks wait for their
+    worker's release file, "cancelled" ones sleep until cancelled."""
     release = f".{marker}.release"
     wait_released = (
         f"for _ in $(seq {int(RELEASE_WAIT * 4)}); do [ -e /tmp/{release} ] && break; sleep 0.25; done; "
         f"rm -f /tmp/{release}"  # leave nothing on the worker
     )
-    rest = wait_released if ending == "ended" else "sleep 600"
-    script = f"#!/bin/bash\n{DAEMONIZE[how].format(m=marker)}\n{rest}\n"
-    job = submit.sbatch(script, f"-w{node}", suffix=how)
+    task = f"{DAEMONIZE[how].format(m=marker)}\n{wait_released if ending == 'ended' else 'sleep 600'}\n"
+    n = len(workers)
+    script = f"#!/bin/bash\nsrun -N{n} -n{n} --ntasks-per-node=1 bash -c {shlex.quote(task)}\n"
+    return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=how)
+
+
+@pytest.mark.parametrize("ending", ["ended", "cancelled"])
+@pytest.mark.parametrize("how", list(DAEMONIZE))
+def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, ending):
+    """On every worker at once (one job with a task on each): a process the job left is seen while it runs
+    (control), and none is left once Slurm says the job is over (its COMPLETING phase done): one seen then is a
+    FAIL at once, naming the worker, not after a grace period."""
+    if how != "background":  # a process group (proctrack/pgid) holds a background child, not these
+        require_enforced(target, "process-tracking")
+    # a nonce of its own: a run id may be reused (--slurmflox-run-id), and a release file an earlier run left would
+    # end this job at once (seen: every "ended" case FAILED when a benchmark repeated its run ids)
+    marker = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{how.replace('-', '')}{ending}"
+    job = _stray_job(submit, workers, marker, how, ending)
     # a job that ends before it was seen running fails here at once, not after the wait's timeout
     started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
-    requirement(started.state == "RUNNING", f"the job that starts a {how} process runs (control)", str(started))
-    seen = _probe(submit, node, marker, job=job)
-    for _ in range(20):  # the job may not have started its daemon yet
-        if marker in seen.stdout:
+    requirement(started.state == "RUNNING", f"the job that starts a {how} process on every worker runs", str(started))
+    seen = _probe(submit, workers, marker, job=job)
+    for _ in range(20):  # the tasks may not have started their daemons yet
+        if set(_seen(seen, marker)) == set(workers):
             break
-        seen = _probe(submit, node, marker, job=job)
-    requirement(marker in seen.stdout, f"while the job runs, the probe sees its {how} process (control)", seen)
+        seen = _probe(submit, workers, marker, job=job)
+    missing = sorted(set(workers) - set(_seen(seen, marker)))
+    requirement(
+        not missing, f"while the job runs, the probe sees its {how} process on every worker {missing}", seen.result
+    )
     if ending == "ended":
-        _probe(submit, node, marker, release=release, job=job)
+        _probe(submit, workers, marker, release=f".{marker}.release", job=job)
         state = submit.wait(job, timeout=job_timeout(RELEASE_WAIT))[job]
         requirement(state.state == "COMPLETED", f"the job that leaves a {how} process completed", str(state))
     else:
         submit.slurm.cancel(job).check()
         submit.wait(job, timeout=job_timeout())
-    left = _probe_until_gone(submit, node, marker)
-    if marker in left.stdout:
-        _kill_leftovers(submit, node, left.stdout)
-    requirement(left.ok and marker not in left.stdout, f"no {how} process of the {ending} job survives it", left)
+    left = _probe(submit, workers, marker)
+    survivors = _seen(left, marker)
+    if survivors:
+        _kill_leftovers(submit, workers, survivors)
+    requirement(
+        left.result.ok and not left.missing and not survivors,
+        f"no {how} process of the {ending} job survives it on any worker: "
+        + "; ".join(f"{node} still runs {lines}" for node, lines in sorted(survivors.items()))
+        + "".join(f"; {node} did not answer" for node in left.missing),
+        left.result,
+    )

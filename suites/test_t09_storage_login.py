@@ -13,7 +13,8 @@ import pytest
 
 from pytest_slurmflox.declared import HOME
 
-from ._support import Mark, _q, declared, requirement
+from ._cohort import across, ring, ring_case
+from ._support import declared, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T9]
 
@@ -46,24 +47,54 @@ def test_login_endpoint_has_the_slurm_client_command(login, command):
     )
 
 
+#: How long a reader waits for its writer's file in the shared home (both run in the same step, side by side).
+VISIBLE_WITHIN = 30
+
+
 def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, workers, login, run_id):
-    """Every worker writes a file that the next worker (in a ring over the whole cohort) and the login endpoint
-    read back."""
+    """Every worker writes a file that the next worker (in a ring over the whole cohort) reads back, all in ONE
+    step (worker i writes, worker i+1 reads, side by side), and the login endpoint reads every file in one
+    command. Each file's owner is the reading task's own uid:gid (the submitting user)."""
     if len(workers) < 2:
         pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
     login.run(f"mkdir -p {submit.outdir}").check()
-    for i, writer in enumerate(workers):
-        reader = workers[(i + 1) % len(workers)]
-        path = f"{submit.outdir}/shared-{run_id}-{writer}.txt"
-        token = f"written-on-{writer}-{run_id}"
-        w = submit.srun(f"-N1 -n1 -w {writer}", f"bash -c 'echo {token} > {path}'")
-        requirement(w.ok, f"a task on {writer} writes to the shared home", w)
-        mark = Mark.new()
-        r = submit.srun(
-            f"-N1 -n1 -w {reader}", "bash -c " + _q(mark.wrap(f"cat {path}; stat -c %u:%g {path}; id -u; id -g"))
-        )
-        lines = mark.lines(r.stdout)
-        requirement(r.ok and len(lines) == 4 and lines[0] == token, f"a task on {reader} reads {writer}'s file", r)
-        requirement(lines[1] == f"{lines[2]}:{lines[3]}", "the file is owned by the submitting user", r)
-        at_login = login.run(f"cat {path}")
-        requirement(at_login.ok and at_login.stdout.strip() == token, "the login endpoint reads it too", at_login)
+
+    def path(node: str) -> str:
+        return f"{submit.outdir}/shared-{run_id}-{node}.txt"
+
+    def token(node: str) -> str:
+        return f"written-on-{node}-{run_id}"
+
+    pairs = ring(workers)
+    writes = ring_case(pairs, lambda me, _reader: f"echo {token(me)} > {path(me)} && echo wrote")
+    reads = ring_case(
+        [(reader, writer) for writer, reader in pairs],
+        lambda _me, writer: (
+            f"f={path(writer)}; for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -s $f ] && break; sleep 0.25; done; "
+            f'echo "read {writer} $(cat $f) $(stat -c %u:%g $f) $(id -u):$(id -g)"'
+        ),
+    )
+    step = across(submit, workers, f"{writes}; {reads}")
+    readers = dict((reader, writer) for writer, reader in pairs)
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        writer = readers[node]
+        got = [line.split() for line in lines if line.startswith("read ")]
+        if "wrote" not in lines:
+            return "could not write to the shared home"
+        if len(got) != 1 or len(got[0]) != 5 or got[0][2] != token(writer):
+            return f"did not read {writer}'s file within {VISIBLE_WITHIN} s: {lines!r}"
+        if got[0][3] != got[0][4]:
+            return f"{writer}'s file is owned by {got[0][3]}, not by the submitting user {got[0][4]}"
+        return None
+
+    problems = step.wrong(judge)
+    requirement(
+        not problems, "each worker reads the next one's file on the shared home: " + "; ".join(problems), step.result
+    )
+    at_login = login.run(" && ".join(f"cat {path(node)}" for node in workers))
+    requirement(
+        at_login.ok and at_login.stdout.split() == [token(node) for node in workers],
+        "the login endpoint reads every worker's file too",
+        at_login,
+    )

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_slurmflox.checks import node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
+from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, per_node, require, requirement
 
@@ -101,11 +102,16 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
         "/bin/bash -c " + _q(ENVIRON_PROBE),  # NONE: whatever the task has, the worker side gave it
     )
     found = environs(env.stdout)
+    facts = SlurmFacts.read(submit.login)
+    odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=True)
     for node in workers:
         names = sorted(found.get(node, {}))
         requirement(bool(names), f"{node}: a task showed its environment", env)
         bad = [n for n in names if n.startswith(FORBIDDEN_PREFIXES) or any(w in n for w in FORBIDDEN_WORDS)]
         requirement(not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})", env)
+        # the names Slurm sets are no blind spot: no redirection (SLURM_CONF, TMPDIR), the same on every worker
+        foreign = redirection_problems(found[node], node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
+        requirement(not foreign, f"{node}: every name Slurm sets in a task has Slurm's value", *foreign, env)
 
 
 def test_worker_pods_only_on_reserved_nodes(target, expect):

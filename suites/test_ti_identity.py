@@ -16,9 +16,9 @@ import re
 import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
-from pytest_slurmflox.run import quoted
 
-from ._support import Mark, _q, declared, on_each, per_node, requirement
+from ._cohort import across
+from ._support import _q, declared, on_each, per_node, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -87,23 +87,28 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
         pytest.skip("missing capability supplementary-group: the target file names no supplementary group")
     outdir = submit.made_outdir()
     want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
-    for node in workers:
-        path = f"{outdir}/ti-{run_id}-{node}"  # a value: quoted wherever it meets a shell
-        mark = Mark.new()
-        res = submit.srun(
-            f"-N1 -n1 -w {node}",
-            "bash -c "
-            + _q(
-                mark.wrap(
-                    quoted("touch %s && chgrp %s %s && stat -c %%U:%%G:%%u:%%g %s", path, ident.supp_group, path, path)
-                )
-            ),
+    # one step: every worker hands its own file to the group; then one command at the login endpoint stats them all
+    # (the path and the group are values, quoted; only $SLURMD_NODENAME is left for the task's shell to expand)
+    path = f'{_q(f"{outdir}/ti-{run_id}-")}"$SLURMD_NODENAME"'
+    step = across(submit, workers, f"touch {path} && chgrp {_q(ident.supp_group)} {path} && stat -c %U:%G:%u:%g {path}")
+    at_login = login.run(
+        " && ".join(
+            f"printf '%s %s\\n' {_q(node)} $(stat -c %U:%G:%u:%g {_q(f'{outdir}/ti-{run_id}-{node}')})"
+            for node in workers
         )
-        requirement(res.ok, f"a task on {node} can hand its file to the user's supplementary group", res)
-        at_login = login.run("stat -c %U:%G:%u:%g", path).check()
-        requirement(
-            at_login.stdout.strip() == want == (mark.lines(res.stdout) or [""])[-1],
-            f"{node}: owner and group seen the same on the worker and at the login endpoint ({want})",
-            res,
-            at_login,
-        )
+    )
+    seen_at_login = dict(line.split(" ", 1) for line in at_login.stdout.splitlines() if " " in line)
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        if lines[-1] != want or seen_at_login.get(node) != want:
+            return f"its file is {lines[-1]!r} on the worker and {seen_at_login.get(node)!r} at the login endpoint"
+        return None
+
+    problems = step.wrong(judge)
+    requirement(
+        at_login.ok and not problems,
+        f"every worker hands its file to the supplementary group, seen the same there and at the login endpoint "
+        f"({want}): " + "; ".join(problems),
+        step.result,
+        at_login,
+    )

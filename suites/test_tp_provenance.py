@@ -4,12 +4,15 @@ Requirement: whatever export mode the user picks (default, ALL, NONE, NIL, a var
 batch scripts alike, a task's environment is exactly: the submit-side variables that mode passes, with their
 values; PATH with the environment's own entries placed per WORKER_PATH_PRECEDENCE; exactly the allow-listed
 activation variables with the values the environment defines; and the variables Slurm itself sets (the documented
-list in expectations.py). Any other added or changed variable FAILS, naming it. A command present both in the
+list in expectations.py), each with Slurm's own value (pytest_slurmflox/slurmenv.py: no ``SLURM_CONF``-like
+redirection, and the same Slurm-set names and job-wide values on every worker). Any other added or changed variable
+FAILS, naming it. A command present both in the
 environment and in the base image resolves as the policy says.
 
 Where the expectations come from (never from the task profile the worker wrote):
 
 - the submit-side environment: captured on the login endpoint in the same shell, just before submitting;
+- the values Slurm sets for SLURM_CONF and TMPDIR: the login endpoint's ``scontrol show config`` (the controller's);
 - export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
   ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
@@ -24,7 +27,8 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
-from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.expectations import passes_through, task_env_problems
+from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import (
@@ -76,11 +80,22 @@ def _semantics(mode: str, target) -> Semantics:
     return Semantics(mode, (SUBMIT_VAR,), mode)
 
 
-def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, *evidence) -> None:
+def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, facts, *evidence) -> None:
     mode = sem.label
     submit_env = found.get("SUBMIT")
     requirement(submit_env is not None, f"[{kind} {mode}] the submit-side environment was captured", *evidence)
     s = expect.settings
+    tasks = {node: found[node] for node in workers if node in found}
+    # the names Slurm sets are judged too (slurmenv.py): redirections against the cluster's configuration, and the
+    # same Slurm-set names and job-wide values on every worker
+    odd = consistency_problems(tasks, one_step=kind == "srun")
+    tmpdir = submit_env.get("TMPDIR") if passes_through(sem.mode, "TMPDIR", sem.varlist) else None
+    for node, task in tasks.items():
+        problems = redirection_problems(task, node, facts, submit_dir=submit_env.get("PWD"), tmpdir=tmpdir)
+        problems += odd.get(node, [])
+        requirement(
+            not problems, f"[{kind} {mode}] on {node} every name Slurm sets has Slurm's value", *problems, *evidence
+        )
     for node in workers:
         task = found.get(node)
         requirement(task is not None, f"[{kind} {mode}] a task ran on {node} and showed its environment", *evidence)
@@ -102,6 +117,11 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, *ev
 
 
 @pytest.fixture(scope="module")
+def slurm_facts(target) -> SlurmFacts:
+    return SlurmFacts.read(target.login)
+
+
+@pytest.fixture(scope="module")
 def records(target, workers, expect):
     found = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
     declared(target, MODE)  # after the capability: a target without a runtime record SKIPs naming that
@@ -109,7 +129,7 @@ def records(target, workers, expect):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_srun_task_environment(mode, submit, target, workers, records, expect):
+def test_srun_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     n = len(workers)
@@ -120,11 +140,11 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect):
     )
     res = submit.login.run(line, timeout=job_timeout())  # one step, one task per worker
     requirement(res.ok, f"[srun {sem.label}] the step ran on every worker", res)
-    _judge("srun", sem, environs(res.stdout), workers, records, expect, res)
+    _judge("srun", sem, environs(res.stdout), workers, records, expect, slurm_facts, res)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_sbatch_task_environment(mode, submit, target, workers, records, expect):
+def test_sbatch_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
@@ -141,13 +161,13 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect)
     submit.submitted.extend(jobs)
     requirement(len(jobs) == len(workers), f"[sbatch {mode}] one batch job per worker was accepted", res)
     states = submit.wait(*jobs)
-    outputs = [submit.login.run(f"cat {submit.outdir}/{job}.out") for job in jobs]
+    # every job's output in one command (one per job grew with the cohort)
+    out = submit.login.run(" ; ".join(f"cat {submit.outdir}/{job}.out" for job in jobs))
     for job in jobs:
         requirement(states[job].state == "COMPLETED", f"[sbatch {mode}] batch job {job} completed", str(states[job]))
     found = environs(res.stdout)
-    for out in outputs:
-        found.update(environs(out.stdout))
-    _judge("sbatch", sem, found, workers, records, expect, res, *outputs)
+    found.update(environs(out.stdout))
+    _judge("sbatch", sem, found, workers, records, expect, slurm_facts, res, out)
 
 
 def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect, target):

@@ -26,6 +26,7 @@ import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
 from pytest_slurmflox.run import quoted
+from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
 from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
@@ -165,19 +166,34 @@ def _accepted(res) -> str:
 
 
 def test_rest_job_has_the_sbatch_task_environment(rest, submit, workers, records, expect):
+    """A REST batch job on every worker: a batch step exists once per job, so it is one job per worker, but all
+    are submitted at once, waited for together (one state query per tick for all of them) and their outputs read
+    in one command, so the cost does not grow with the cohort."""
     home = _home(submit)
     outdir = submit.made_outdir()
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": rest.user, SUBMIT_VAR: "from-rest"}
+    job_ids = {}
     for node in workers:
-        res = rest.submit(_job(submit, node, f"#!/bin/bash\n{ENVIRON_PROBE}\n", env, outdir))
-        job_id = _accepted(res)
-        submit.submitted.append(job_id)
-        state = rest.wait(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})
-        requirement("COMPLETED" in state, f"REST job {job_id} on {node} completed (queried through REST)", str(state))
-        out = submit.login.run(quoted("cat %s/%s.out", outdir, job_id))  # job_id came from a REST reply
-        task = environs(out.stdout).get(node)
+        job_ids[node] = _accepted(rest.submit(_job(submit, node, f"#!/bin/bash\n{ENVIRON_PROBE}\n", env, outdir)))
+        submit.submitted.append(job_ids[node])
+    states = submit.wait(*job_ids.values(), timeout=job_timeout())
+    for node, job_id in job_ids.items():
+        requirement(
+            "COMPLETED" in rest.state(job_id),
+            f"REST job {job_id} on {node} completed (queried through REST)",
+            str(states.get(job_id)),
+        )
+    # the job ids came from REST replies: values, quoted wherever they meet a shell
+    out = submit.login.run(" ; ".join(quoted("cat %s/%s.out", outdir, job_id) for job_id in job_ids.values()))
+    found = environs(out.stdout)
+    s = expect.settings
+    facts = SlurmFacts.read(submit.login)
+    odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=False)
+    for node in workers:
+        task = found.get(node)
         requirement(task is not None, f"the REST job ran on {node} and showed its environment", out)
-        s = expect.settings
+        foreign = redirection_problems(task, node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
+        requirement(not foreign, f"[REST] on {node} every name Slurm sets has Slurm's value", *foreign, out)
         problems = task_env_problems(
             task,
             env,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.concurrency import AUTO_WORKERS, workers_wanted
+from pytest_slurmflox.concurrency import AUTO_WORKERS, selects_checks, workers_wanted
 from pytest_slurmflox.early import EarlyJob, early_jobs
 
 CHECKS = """
@@ -75,6 +75,46 @@ def _dist(pytester: pytest.Pytester, *args: str) -> str:
 def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.Pytester, monkeypatch, select):
     monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
     assert _dist(pytester, *select, "-s") == f"DIST {AUTO_WORKERS} load 1"
+
+
+def test_the_customer_command_is_an_acceptance_run(pytester: pytest.Pytester, monkeypatch):
+    """The README's customer command names a target and no ``-m``: it runs every acceptance check, so it gets the
+    default workers of ``-m acceptance`` (issue 29: it ran serially)."""
+    monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
+    pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody}\n")
+    assert _dist(pytester, "--slurmflox-target=site.yaml", "-s") == f"DIST {AUTO_WORKERS} load 1"
+
+
+class _Config:
+    """Just what :func:`selects_checks` reads of a pytest config: the plugin's options and ``-m``. (A pytester run
+    with ``--slurmflox-up=local`` would provision a real cluster.)"""
+
+    def __init__(self, markexpr: str = "", **options: str) -> None:
+        self.option = type("Option", (), {"markexpr": markexpr})()
+        self.options = options
+
+    def getoption(self, dest: str):
+        return self.options.get(dest)
+
+    def getini(self, _name: str) -> str:
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "options", "acceptance"),
+    [
+        ("", {"slurmflox_target": "site.yaml"}, True),  # the README's customer command
+        ("acceptance", {"slurmflox_up": "local"}, True),
+        ("", {"slurmflox_up": "local"}, False),  # a bare --slurmflox-up provisions only
+        ("", {"slurmflox_up": "local", "slurmflox_target": "site.yaml"}, False),
+        ("not acceptance", {"slurmflox_target": "site.yaml"}, False),
+        ("", {}, False),
+    ],
+)
+def test_which_invocations_are_acceptance_runs(monkeypatch, markexpr, options, acceptance):
+    for name in ("SLURMFLOX_TARGET", "SLURMFLOX_UP", "SLURMFLOX_GROUPS"):
+        monkeypatch.delenv(name, raising=False)
+    assert selects_checks(_Config(markexpr, **options)) is acceptance  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,158 @@
+"""The worker cohort, and showing a per-worker property on every worker of it in one step.
+
+Why one step: a property shown one job (or one SSH command) per worker costs a scheduler pass per worker, and the
+run grows with the cohort (issue 29: TR's REST environments 3.6 s at 3 workers, 36.7 s at 32). One
+``srun -N<n> --ntasks-per-node=1 -w <every worker>`` step costs one allocation whatever the cohort; each task prints
+its lines marked with the check's nonce and its node, the output is parsed once, and a worker whose line is missing
+or wrong is named (issue 26: "every worker, every time").
+
+Why the cohort pre-flight is strict: a worker whose slurmd stopped is ``idle*`` in ``sinfo`` until slurmctld marks
+it down; counting it as serving let a run crawl for 15 minutes with every job waiting for it. Any of the flags
+``*`` (not responding), ``~`` (powered off), ``#`` (powering up), ``%`` (powering down), ``$`` (maintenance
+reservation), ``!`` (pending power down) means not serving (sinfo(1), NODE STATE CODES), and one short step on every
+worker with a deadline shows each one answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from pytest_slurmflox.run import Result
+
+from ._support import Marked, _q, on_each, per_node
+
+#: Base states of a worker that serves (sinfo ``%T``, lower case).
+SERVING = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
+#: State flags of a node that does not serve (sinfo(1), NODE STATE CODES): not responding, powered off, powering
+#: up, powering down, in a maintenance reservation, pending power down.
+NOT_SERVING_FLAGS = "*~#%$!"
+#: Flags that leave a serving node serving: reboot pending or issued (it still runs jobs until then), planned.
+_HARMLESS_FLAGS = "@^-"
+#: The pre-flight step's deadline (seconds, whole): the allocation (``--immediate``) and the step together. A
+#: stopped slurmd makes the step's launch fail or hang; either way the run ends within a minute naming the worker.
+PREFLIGHT_DEADLINE = 20
+
+
+def serving(state: str) -> bool:
+    """Whether a node in sinfo state ``state`` (``idle``, ``idle*``, ``mixed~``, ``idle+drain``) serves."""
+    state = state.strip().lower()
+    if any(flag in state for flag in NOT_SERVING_FLAGS):
+        return False
+    parts = state.rstrip(_HARMLESS_FLAGS).split("+")
+    return parts[0] in SERVING and all(p in SERVING for p in parts[1:])
+
+
+def partition_nodes(target) -> tuple[dict[str, str], Result]:
+    """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
+    res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
+    nodes: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        name, sep, state = line.strip().partition("|")
+        if sep:
+            nodes[name] = state.lower()
+    return nodes, res
+
+
+def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
+    """The worker cohort: what Slurm lists in the partition, cross-checked with what the owner (NodeSet or local
+    pool) lists. Returns (every node of either list, problems naming each node, evidence). A node in the
+    partition the owner does not list, a listed worker Slurm does not have, or a worker that does not serve is a
+    problem; none of them is dropped from the list, so per-worker checks still reach every node."""
+    nodes, res = partition_nodes(target)
+    evidence: list[Result | str] = [res]
+    problems: list[str] = []
+    # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
+    # as such, and never part of the cohort.
+    isolated = set(getattr(target.pool, "isolated", set)()) if target.pool is not None else set()
+    if isolated:
+        evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
+        nodes = {n: s for n, s in nodes.items() if n not in isolated}
+    if not res.ok:
+        return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
+    if not nodes:
+        problems.append(f"Slurm lists no node in partition {target.spec.partition}")
+    for name, state in sorted(nodes.items()):
+        if not serving(state):
+            problems.append(f"{name} is in partition {target.spec.partition} but not serving (state {state})")
+    listed: dict[str, object] = {}
+    if target.pool is not None:
+        infos = target.pool.workers()
+        evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
+        listed = {w.name: w for w in infos if w.name not in isolated}
+        for name in sorted(set(nodes) - set(listed)):
+            problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
+        for name, info in sorted(listed.items()):
+            if name not in nodes:
+                problems.append(f"{name} is listed by the owner but not registered in Slurm")
+            elif not getattr(info, "ready", False):
+                problems.append(f"{name} is listed by the owner but not ready")
+    return sorted(set(nodes) | set(listed)), problems, evidence
+
+
+@dataclass(frozen=True)
+class Across:
+    """One step's answer from every worker: node -> its marked lines, parsed once from ``result``."""
+
+    result: Marked
+    nodes: tuple[str, ...]
+    lines: dict[str, list[str]]
+
+    @property
+    def missing(self) -> list[str]:
+        """Workers of the cohort that printed no line of ours (the step did not reach them, or their task died)."""
+        return [node for node in self.nodes if not self.lines.get(node)]
+
+    @property
+    def launch_failed(self) -> dict[str, str]:
+        """Workers where srun says the step could not launch (``Task launch for StepId=... failed on node X: why``):
+        srun then aborts the whole step, so no worker prints a line, and this names the one that broke it."""
+        text = self.result.stdout + self.result.stderr
+        return dict(re.findall(r"Task launch for \S+ failed on node ([^:\s]+): ([^\n]*)", text))
+
+    def wrong(self, judge: Callable[[str, list[str]], str | None]) -> list[str]:
+        """``judge(node, lines)`` for every worker, in cohort order: the problems (each naming its worker), a
+        missing worker included (and, when the step did not launch, the worker that stopped it first)."""
+        failed = self.launch_failed
+        problems = [f"{node}: the step could not launch there ({why})" for node, why in failed.items()]
+        aborted = f" (the step was aborted: it could not launch on {', '.join(failed)})" if failed else ""
+        problems += [
+            f"{node}: no line of ours from a task there{aborted}" for node in self.missing if node not in failed
+        ]
+        for node in self.nodes:
+            if self.lines.get(node):
+                problem = judge(node, self.lines[node])
+                if problem:
+                    problems.append(f"{node}: {problem}")
+        return problems
+
+
+def across(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout: float = 180.0) -> Across:
+    """``script`` once on every node in ONE step (``-N<n> --ntasks-per-node=1 -w <every node>``); its lines come
+    back per node (:class:`Across`). ``script`` runs in bash with ``$SLURMD_NODENAME`` and ``$SLURM_PROCID`` set."""
+    names = tuple(sorted(nodes))
+    res = on_each(jobs, names, script, args=args, timeout=timeout)
+    return Across(res, names, per_node(res))
+
+
+def ring(nodes: Sequence[str]) -> list[tuple[str, str]]:
+    """(writer, reader) pairs over the whole cohort: worker i writes, worker i+1 reads, the last is read by the
+    first; every worker writes once and reads once."""
+    names = list(nodes)
+    return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))] if len(names) > 1 else []
+
+
+def ring_case(pairs: list[tuple[str, str]], body: Callable[[str, str], str]) -> str:
+    """A ``case "$SLURMD_NODENAME"`` that runs ``body(self, other)`` on each node of ``pairs``: with
+    ``pairs=ring(nodes)`` the writer side (self=writer, other=reader); with the pairs reversed, the reader side."""
+    arms = " ".join(f"{_q(me)}) {body(me, other)};;" for me, other in pairs)
+    return f'case "$SLURMD_NODENAME" in {arms} *) echo "not in the cohort: $SLURMD_NODENAME";; esac'
+
+
+def preflight_step(jobs, nodes: Sequence[str], deadline: int = PREFLIGHT_DEADLINE) -> tuple[list[str], Across]:
+    """One short step on every worker, bounded by ``deadline`` seconds: the problems name each worker that did not
+    answer (its slurmd stopped or hung, though Slurm has not marked it yet)."""
+    step = across(jobs, nodes, "echo answered", args=f"--immediate={deadline // 2}", timeout=deadline)
+    problems = step.wrong(lambda node, lines: None if lines == ["answered"] else f"answered {lines!r}")
+    return [f"worker {p} (one short step on every worker, {deadline} s deadline)" for p in problems], step

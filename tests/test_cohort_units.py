@@ -1,0 +1,68 @@
+"""The cohort's pure parts (suites/_cohort.py): which sinfo states serve, the write-here-read-there ring, and how one
+step's answer names the worker whose line is missing or wrong. The ring's case statement runs through real bash."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from pytest_slurmflox.suites._cohort import Across, ring, ring_case, serving
+from pytest_slurmflox.suites._support import Mark, marked
+
+from pytest_slurmflox.run import Result
+
+
+@pytest.mark.parametrize("state", ["idle", "mixed", "allocated", "completing", "planned", "idle-", "mixed@"])
+def test_serving_states(state):
+    assert serving(state)
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["idle*", "idle~", "idle#", "idle%", "idle$", "idle!", "mixed*", "down", "down*", "drained", "draining",
+     "idle+drain", "fail", "unknown", "future", "inval", ""],
+)  # fmt: skip
+def test_not_serving_states(state):
+    assert not serving(state), state
+
+
+def test_ring_pairs_every_worker_once_as_writer_and_once_as_reader():
+    pairs = ring(["w1", "w2", "w3"])
+    assert pairs == [("w1", "w2"), ("w2", "w3"), ("w3", "w1")]
+    assert ring(["w1"]) == []
+
+
+def test_ring_case_runs_each_nodes_own_arm():
+    pairs = ring(["w1", "w2", "w3"])
+    script = ring_case(pairs, lambda me, other: f"echo {me}-writes-for-{other}")
+    readers = ring_case([(b, a) for a, b in pairs], lambda me, other: f"echo {me}-reads-{other}")
+    for node, want in (("w1", "w1-writes-for-w2"), ("w3", "w3-writes-for-w1"), ("x", "not in the cohort: x")):
+        done = subprocess.run(["bash", "-c", script], env={"SLURMD_NODENAME": node}, capture_output=True, text=True)
+        assert done.stdout.strip() == want
+    done = subprocess.run(["bash", "-c", readers], env={"SLURMD_NODENAME": "w1"}, capture_output=True, text=True)
+    assert done.stdout.strip() == "w1-reads-w3"
+
+
+def test_across_names_the_worker_whose_line_is_missing_or_wrong():
+    mark = Mark.new()
+    stdout = f"w1|site noise\n{mark.nonce}|w1|ok\n{mark.nonce}|w3|bad\n"
+    res = marked(Result("x", "login", "u", 1, stdout, "", 0.1), mark)
+    step = Across(res, ("w1", "w2", "w3"), {"w1": ["ok"], "w3": ["bad"]})
+    assert step.missing == ["w2"]
+    problems = step.wrong(lambda node, lines: None if lines == ["ok"] else f"said {lines}")
+    assert problems == ["w2: no line of ours from a task there", "w3: said ['bad']"]
+
+
+def test_across_names_the_worker_a_step_could_not_launch_on():
+    stderr = (
+        "srun: error: Task launch for StepId=18.0 failed on node worker3: Unspecified error\n"
+        "srun: error: Application launch failed: Unspecified error\nsrun: error: worker2: task 1: Killed\n"
+    )
+    res = marked(Result("x", "login", "u", 137, "", stderr, 0.5), Mark.new())
+    step = Across(res, ("worker1", "worker2", "worker3"), {})
+    assert step.launch_failed == {"worker3": "Unspecified error"}
+    assert step.wrong(lambda node, lines: None) == [
+        "worker3: the step could not launch there (Unspecified error)",
+        "worker1: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
+        "worker2: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
+    ]

@@ -1,0 +1,63 @@
+"""The names Slurm sets in a task, judged (pytest_slurmflox/slurmenv.py): pure code, environments as Slurm 24.11
+gave them on the local substrate (one srun step over three workers)."""
+
+from __future__ import annotations
+
+from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
+
+CONFIG = "SLURM_CONF              = /etc/slurm/slurm.conf\nSlurmdSpoolDir          = /var/lib/slurm/slurmd\n"
+FACTS = SlurmFacts.parse(CONFIG)
+
+
+def task(node: str, rank: int, **extra: str) -> dict[str, str]:
+    return {
+        "SLURMD_NODENAME": node,
+        "SLURM_PROCID": str(rank),
+        "SLURM_NODEID": str(rank),
+        "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_JOB_ID": "113",
+        "SLURM_CONF": "/etc/slurm/slurm.conf",
+        "SLURM_SUBMIT_DIR": "/tmp",
+        "PWD": "/tmp",
+        "TMPDIR": "/tmp",
+        "SHLVL": "1",
+        **extra,
+    }
+
+
+def test_config_facts_and_where_slurm_conf_may_point():
+    assert FACTS.tmpfs == "/tmp"  # TmpFS not reported: Slurm's default
+    assert FACTS.conf_paths() == {
+        "/etc/slurm/slurm.conf",
+        "/var/lib/slurm/slurmd/conf-cache/slurm.conf",
+        "/run/slurm/conf/slurm.conf",
+    }
+
+
+def test_a_healthy_task_has_no_redirection():
+    assert redirection_problems(task("w2", 1), "w2", FACTS, submit_dir="/tmp", tmpdir=None) == []
+
+
+def test_redirections_are_named():
+    bad = task("w2", 1, SLURM_CONF="/tmp/x", TMPDIR="/foreign", PWD="/elsewhere", SLURM_TOPOLOGY_ADDR="w9")
+    problems = redirection_problems(bad, "w2", FACTS, submit_dir="/tmp", tmpdir=None)
+    assert len(problems) == 4 and problems[0].startswith("SLURM_CONF='/tmp/x' redirects"), problems
+    assert "TMPDIR='/foreign', Slurm gives '/tmp'" in problems
+    # a TMPDIR the export mode passes from the submit side is Slurm's value then
+    assert redirection_problems(task("w2", 1, TMPDIR="/scratch"), "w2", FACTS, submit_dir=None, tmpdir="/scratch") == []
+
+
+def test_one_step_tells_one_story_and_the_odd_worker_is_named():
+    healthy = {f"w{i}": task(f"w{i}", i) for i in (1, 2, 3)}
+    assert consistency_problems(healthy, one_step=True) == {}
+    odd = dict(healthy, w3=task("w3", 3, SLURM_CONF="/tmp/x", SLURM_SFX_SITE="1", SHLVL="0"))
+    found = consistency_problems(odd, one_step=True)
+    assert list(found) == ["w3"], found
+    assert "sets SLURM_SFX_SITE, unlike the other workers' tasks of the step" in found["w3"]
+    assert "SLURM_CONF='/tmp/x', the other workers' tasks have '/etc/slurm/slurm.conf'" in found["w3"]
+
+
+def test_batch_jobs_differ_in_their_identity_only():
+    jobs = {f"w{i}": task(f"w{i}", 0, SLURM_JOB_ID=str(100 + i)) for i in (1, 2)}
+    assert consistency_problems(jobs, one_step=False) == {}
+    assert set(consistency_problems(jobs, one_step=True)) == {"w1", "w2"}  # one step: one job id; two disagree
