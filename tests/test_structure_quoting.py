@@ -43,10 +43,10 @@ PENDING_SUITES = {
     "suites/test_t05_interactive.py": 1,
     "suites/test_t06_mpi.py": 1,
     "suites/test_t07_policy.py": 2,
-    "suites/test_t09_storage_login.py": 2,
+    "suites/test_t09_storage_login.py": 1,
     "suites/test_ta_accounting.py": 4,
     "suites/test_tar_accounting_restart.py": 1,
-    "suites/test_tp_provenance.py": 4,
+    "suites/test_tp_provenance.py": 3,
 }
 _CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
 
