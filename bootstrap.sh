@@ -60,5 +60,11 @@ fi
 # The acceptance run needs the package alone; the project's tests also need its test extra (pytest-randomly among
 # them, which shuffles whatever pytest runs in this venv).
 if [ "${1:-}" = "test" ]; then extra='[test]'; else extra=''; fi
-.venv/bin/python -m pip install -q -e ".$extra"
+# setuptools warns at length about the package's data directories (schemas/, envs/) that look importable; the
+# whole pip output goes to a log, shown only when the install fails.
+if ! .venv/bin/python -m pip install -q -e ".$extra" >.venv/pip-install.log 2>&1; then
+    cat .venv/pip-install.log >&2
+    echo "bootstrap.sh: pip install failed (log: .venv/pip-install.log)" >&2
+    exit 1
+fi
 echo "bootstrap.sh: ready (.venv)"

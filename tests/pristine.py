@@ -121,12 +121,13 @@ class PristineHost:
                 *("chroot", str(self.root), "/usr/bin/env", "-i", f"PATH={PATH}", "HOME=/root", "LANG=C.UTF-8"),
                 *("sh", "-c", f"cd {cwd} && {command}"),
             ],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one stream in the order it was written: the tail is where it ended
             text=True,
             timeout=timeout,
             check=False,
         )
-        return Step(command, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
+        return Step(command, proc.returncode, proc.stdout, time.monotonic() - t0)
 
     def processes(self) -> list[str]:
         """Processes whose root is this host (ours, started by its steps), but for the namespace holder."""
