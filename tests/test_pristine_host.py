@@ -121,6 +121,8 @@ def first(host):
 def test_the_readmes_first_command_reaches_the_verdict_on_a_pristine_host(host, first):
     assert "Traceback" not in first.output and "INTERNALERROR" not in first.output, first.output[-6000:]
     assert "during collection" not in first.output, first.output[-6000:]
+    if "--slurmflox-signoff" in readme_first_command():
+        assert "SIGNED OFF (profile local" in first.output, first.output[-6000:]
     assert_local_verdict(first, report_of(host, CHECKOUT))
 
 
