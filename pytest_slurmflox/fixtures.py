@@ -20,7 +20,7 @@ from .connection import Target, connect
 from .options import get_option, progress_printer, session_state, substrate_options
 from .state import Workdir
 from .sweep import sweep_run
-from .target import TargetError, TargetSpec, load_target
+from .target import TargetSpec
 
 
 def _pool_factory(config: pytest.Config):
@@ -60,10 +60,9 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
             f"slurmflox: no target. Run with --slurmflox-up[=local|qemu], pass --slurmflox-target=FILE, or bring "
             f"a deployment up first (none is recorded in {state.workdir.root})."
         )
-    try:
-        spec = load_target(state.target_path)
-    except TargetError as exc:
-        raise pytest.UsageError(f"slurmflox: {exc}") from None
+    spec = state.spec  # read once at session start (SlurmfloxSession.read_target)
+    if spec is None:
+        raise pytest.UsageError(f"slurmflox: {state.spec_error}")
     for secret in (spec.login.key, state.workdir.munge_key, state.workdir.kubeconfig):
         state.evidence.redact.add_file(secret)
     if spec.kubernetes and spec.kubernetes.kubeconfig:

@@ -24,6 +24,7 @@ import pytest
 from .evidence import EvidenceLog
 from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from .state import Workdir, WorkerRevisionFile
+from .target import TargetSpec
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 
@@ -238,6 +239,10 @@ class SessionState:
     resolved: Resolved | None = None
     target_path: Path | None = None
     target_source: str = ""  #: how the target was found: --slurmflox-target, --slurmflox-up, recorded
+    #: the target file read once in this process (:meth:`~pytest_slurmflox.session.SlurmfloxSession.read_target`),
+    #: or the objects ``up`` wrote it from; handed to the fixtures, the report writer and the sweep
+    spec: TargetSpec | None = None
+    spec_error: str = ""  #: why the target file could not be read (the fixtures turn it into a usage error)
     target: Any = None  #: target.Target once connected
     evidence: EvidenceLog = field(default_factory=EvidenceLog)
     started: float = field(default_factory=time.monotonic)

@@ -17,7 +17,6 @@ import html
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,21 +38,10 @@ from .signoff import (
     summary_lines,
 )
 from .state import atomic_write
-from .target import TargetError, TargetSpec, load_target
 from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
 from .validation import SCHEMA_ID
 
-__all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest", "load_spec"]
-
-
-def load_spec(path: Path | None) -> TargetSpec | None:
-    """The target file's spec, or None where there is none or it is unreadable (a report still gets written)."""
-    if path is None:
-        return None
-    try:
-        return load_target(path)
-    except TargetError:
-        return None
+__all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest"]
 
 
 @dataclass(frozen=True)
@@ -83,9 +71,9 @@ class ReportWriter:
 
     @property
     def profile(self) -> Profile:
-        """The sign-off profile of this run's target (profiles.py), read once the target is located."""
+        """The sign-off profile of this run's target (profiles.py), from the spec read at session start."""
         if self._profile is None:
-            self._profile = profile_of(load_spec(self.state.target_path))
+            self._profile = profile_of(self.state.spec)
         return self._profile
 
     @property
@@ -102,7 +90,7 @@ class ReportWriter:
 
     def _env_rows(self) -> dict[str, str]:
         state = self.state
-        rows = target_metadata(state.run_id, state.substrate, state.target_path, load_spec(state.target_path))
+        rows = target_metadata(state.run_id, state.substrate, state.target_path, state.spec)
         for name in FACT_ROWS:
             rows[name] = self.collector.facts.get(name, "unknown (no check connected to the target)")
         return rows
@@ -266,7 +254,7 @@ class ReportWriter:
         terminalreporter.write_sep("=", "slurmflox sign-off summary", bold=True)
         for line in [*table_lines(self.profile), *summary_lines(self.signoff, self.state.run_id)]:
             terminalreporter.write_line(line)
-        secrets = secret_files(self.state.workdir, load_spec(self.state.target_path))
+        secrets = secret_files(self.state.workdir, self.state.spec)
         leaks = scan_for_secrets(self.paths.artifacts(), secret_needles(secrets))
         for leak in leaks:
             terminalreporter.write_line(f"SECRET LEAK: {leak.path} contains {leak.label}", red=True, bold=True)

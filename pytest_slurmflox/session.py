@@ -19,7 +19,6 @@ from .concurrency import order_long_waits
 from .environment import target_facts
 from .groups import item_group
 from .options import SessionState, get_option, progress_printer, resolve_settings
-from .report import load_spec
 from .secrets import secret_files
 from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
 from .settings import SettingsError, SubstrateOptions
@@ -44,8 +43,23 @@ class SlurmfloxSession:
         """Provision once (on the xdist controller, before workers start) and locate the target."""
         if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
             self._locate_target()
-        for path in secret_files(self.state.workdir, load_spec(self.state.target_path)):
+        self.read_target()
+        for path in secret_files(self.state.workdir, self.state.spec):
             self.state.evidence.redact.add_file(path)
+
+    def read_target(self) -> None:
+        """The one read of the target file in this process (after ``up`` wrote it, or the path the xdist
+        controller handed down): the fixtures, the report writer and the sweep take ``state.spec`` from here.
+        An unreadable file is remembered as ``state.spec_error`` (the header shows it, the fixtures refuse)."""
+        from .target import TargetError, load_target
+
+        state = self.state
+        if state.target_path is None or state.spec is not None:
+            return
+        try:
+            state.spec = load_target(state.target_path)
+        except TargetError as exc:
+            state.spec_error = str(exc)
 
     def _locate_target(self) -> None:
         state = self.state
@@ -93,12 +107,9 @@ class SlurmfloxSession:
         lines.append(
             f"slurmflox: target {state.target_path} ({state.target_source}), substrate {state.substrate or 'unknown'}"
         )
-        from .target import TargetError, load_target
-
-        try:
-            spec = load_target(state.target_path)
-        except TargetError as exc:
-            return [*lines, f"slurmflox: target file unreadable: {exc}"]
+        spec = state.spec
+        if spec is None:
+            return [*lines, f"slurmflox: target file unreadable: {state.spec_error}"]
         from .declared import REVISION, REVISION_INPUTS, missing, undeclared_message
 
         expect = spec.expect
@@ -172,12 +183,12 @@ class SlurmfloxSession:
         if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
             session.exitstatus = pytest.ExitCode.OK
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
-        if xdist_controller and self.state.target is None and self.state.target_path is not None:
+        if xdist_controller and self.state.target is None and self.state.spec is not None:
             # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's
             from .sweep import sweep_after_workers
 
             keep = bool(get_option(self.config, "slurmflox_keep"))
-            sweep_after_workers(self.state.target_path, self.state.run_id, keep=keep)
+            sweep_after_workers(self.state.spec, self.state.run_id, keep=keep)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for reason, count in self.state.deselected.items():

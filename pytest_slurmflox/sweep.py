@@ -9,11 +9,10 @@ login endpoint just for this).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .run import Runner, quoted
 from .slurm import SlurmClient
 from .submit import RUNS_DIR
+from .target import TargetSpec
 
 
 def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bool) -> None:
@@ -32,16 +31,10 @@ def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bo
         print(f"slurmflox: could not remove the files of run {run_id}: {exc}")
 
 
-def sweep_after_workers(target_path: Path, run_id: str, *, keep: bool) -> None:
-    """The xdist controller's sweep: open the login endpoint the target file names, sweep, close."""
+def sweep_after_workers(spec: TargetSpec, run_id: str, *, keep: bool) -> None:
+    """The xdist controller's sweep: open the login endpoint the target names, sweep, close."""
     from .connection import login_runner
-    from .target import TargetError, load_target
 
-    try:
-        spec = load_target(target_path)
-    except TargetError as exc:
-        print(f"slurmflox: could not clean up run {run_id}: {exc}")
-        return
     login = login_runner(spec.login, None)
     try:
         sweep_run(login, SlurmClient(user=login, partition=spec.partition), run_id, keep=keep)

@@ -350,6 +350,22 @@ def write_target(spec: TargetSpec, path: Path) -> dict[str, Any]:
     return doc
 
 
+def write_runtime(path: Path, settings: Settings, revision: str, image: str) -> None:
+    """Point a written target file at ``settings``' worker runtime (expectations, and the deployed settings'
+    worker keys), keeping every other field as ``up`` wrote it: the pool of a deployment calls this after
+    ``apply``. Read and written here, through the one serializer, so no other module edits a target's YAML.
+    A missing or unreadable file is left alone (nothing was deployed through it)."""
+    try:
+        spec = load_target(path)
+    except TargetError:
+        return
+    deployed = spec.deployed
+    if deployed is not None:  # the deployment now runs this runtime
+        deployed = dataclasses.replace(deployed, **{k.lower(): getattr(settings, k.lower()) for k in WORKER_KEYS})
+    expect = Expectations(settings, revision, image, spec.expect.replicas)
+    write_target(dataclasses.replace(spec, expect=expect, deployed=deployed), path)
+
+
 def load_target(path: Path) -> TargetSpec:
     try:
         doc = yaml.safe_load(path.read_text())

@@ -12,12 +12,10 @@ import json
 import socket
 from typing import Any
 
-import yaml
-
 from ...pool import WorkerInfo, WorkerPool
-from ...settings import WORKER_KEYS, Settings, to_raw
+from ...settings import WORKER_KEYS, Settings
 from ...state import atomic_write
-from ...target import Expectations, expect_document, worker_settings_document
+from ...target import worker_settings_document, write_runtime
 from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
@@ -240,20 +238,10 @@ class LocalWorkerPool(WorkerPool):
     def _update_target_expect(self, settings: Settings) -> None:
         """Point the target file's expectations at ``settings``' runtime, keeping everything else as written
         by ``up`` (this object may have been built from settings that differ in non-runtime keys, e.g. a pool
-        made for a suite run: the login port or identity must not be rewritten from those)."""
-        try:
-            doc = yaml.safe_load(self.cluster.target_file.read_text())
-        except (OSError, yaml.YAMLError):
-            return
-        if not isinstance(doc, dict):
-            return
+        made for a suite run: the login port or identity must not be rewritten from those). The file is
+        target.py's to write (:func:`...target.write_runtime`)."""
         img = self.cluster.ensure_image()
-        replicas = int((doc.get("expect") or {}).get("replicas", settings.compute_replicas))
-        doc["expect"] = expect_document(Expectations(settings, self.cluster.revision_for(settings), img.ref, replicas))
-        deployed = (doc.get("deployment") or {}).get("settings")
-        if isinstance(deployed, dict):  # the deployment now runs this runtime
-            deployed.update({key: to_raw(getattr(settings, key.lower())) for key in WORKER_KEYS})
-        atomic_write(self.cluster.target_file, yaml.safe_dump(doc, sort_keys=False))
+        write_runtime(self.cluster.target_file, settings, self.cluster.revision_for(settings), img.ref)
 
     # ------------------------------------------------------------------------------------------ one worker
     def _worker_boot(

@@ -30,13 +30,19 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import yaml
-
 from ...capabilities import AccountingSpec, RestSpec
 from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
 from ...state import Workdir, atomic_write
-from ...target import Endpoint, Expectations, Identity, TargetSpec, target_document, worker_settings_document
+from ...target import (
+    Endpoint,
+    Expectations,
+    Identity,
+    TargetSpec,
+    target_document,
+    worker_settings_document,
+    write_target,
+)
 from ...waits import WaitTimedOut, poll, poll_missing
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
@@ -139,8 +145,7 @@ class LocalSubstrate(LocalCluster, Substrate):
         t_rest = time.monotonic()
         self._wait_rest()
         t_rest = time.monotonic() - t_rest
-        target = self.target()
-        atomic_write(self.target_file, yaml.safe_dump(target, sort_keys=False))
+        target = write_target(self.target_spec(), self.target_file)
         self.progress(
             f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{self.settings.login_ssh_port}, "
             f"REST on 127.0.0.1:{rest_port} ({time.monotonic() - t_img:.1f}s after the image, "

@@ -13,11 +13,9 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-import yaml
-
 from ...revision import runtime_revision
-from ...state import WorkerRevisionFile, atomic_write, write_secret
-from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec
+from ...state import WorkerRevisionFile, write_secret
+from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
 from ...target import target_document as serialize_target
 from .. import SubstrateUnavailable
 from . import fabric
@@ -278,8 +276,7 @@ def provision_cluster(sub: QemuSubstrate) -> dict:
         sub.progress("installing the slurm chart (first deployment; its partition starts DOWN until verified)")
         pool.apply(s)
     release_ready(sub)
-    target = target_document(sub)
-    atomic_write(sub.workdir.root / "target.yaml", yaml.safe_dump(target, sort_keys=False))
+    target = write_target(target_spec(sub), sub.workdir.root / "target.yaml")
     sub.record(
         "provisioned.json",
         {"kubernetes": s.kubernetes_version, "slinky": s.slinky_version, "seconds": round(time.monotonic() - t0)},
