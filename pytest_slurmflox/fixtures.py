@@ -63,10 +63,7 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
     spec = state.spec  # read once at session start (SlurmfloxSession.read_target)
     if spec is None:
         raise pytest.UsageError(f"slurmflox: {state.spec_error}")
-    for secret in (spec.login.key, state.workdir.munge_key, state.workdir.kubeconfig):
-        state.evidence.redact.add_file(secret)
-    if spec.kubernetes and spec.kubernetes.kubeconfig:
-        state.evidence.redact.add_file(spec.kubernetes.kubeconfig)
+    # the redactor learned the target's secrets at session start (SlurmfloxSession)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live
     with terminate_as_interrupt():

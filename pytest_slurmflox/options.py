@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from .evidence import EvidenceLog
+from .outcome import Deselected, ExitRules
 from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from .state import Workdir, WorkerRevisionFile
 from .target import TargetSpec
@@ -246,7 +247,8 @@ class SessionState:
     target: Any = None  #: target.Target once connected
     evidence: EvidenceLog = field(default_factory=EvidenceLog)
     started: float = field(default_factory=time.monotonic)
-    deselected: dict[str, int] = field(default_factory=dict)
+    deselected: Deselected = field(default_factory=Deselected)  #: what the selection left out, and why
+    exit: ExitRules = field(default_factory=ExitRules)  #: applied once, by the session, at the very end
 
 
 STATE = pytest.StashKey[SessionState]()

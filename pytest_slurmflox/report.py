@@ -23,7 +23,7 @@ import pytest
 
 from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, report_style, scrub, summary_html
 from .environment import FACT_ROWS, target_metadata
-from .groups import GROUPS, item_group
+from .groups import GROUPS
 from .options import SessionState
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
@@ -61,12 +61,9 @@ class ReportWriter:
         self.state = state
         self.request = request
         self.collector = CheckCollector()
-        self.session: pytest.Session | None = None
         self.signoff: SignOff | None = None
         self.html_report: Any = None
         self.started = time.time()
-        #: group -> why its checks were deselected in this process (-m, -k, --slurmflox-groups, destructive)
-        self.deselected_groups: dict[str, str] = {}
         self._profile: Profile | None = None
 
     @property
@@ -109,18 +106,7 @@ class ReportWriter:
 
     # -- session ------------------------------------------------------------------------------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.session = session
         self._update_metadata()
-
-    def pytest_deselected(self, items: list[Any]) -> None:
-        """Remember which groups this run's selection left out, so the verdict says NOT RUN and why (under xdist
-        the workers deselect; the controller then names no reason, and the group is still NOT RUN)."""
-        for item in items:
-            group = item_group(item)
-            if group and item.get_closest_marker("acceptance") is not None:
-                self.deselected_groups.setdefault(
-                    group, "deselected by this run's selection (-m, -k or --slurmflox-groups)"
-                )
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -140,11 +126,10 @@ class ReportWriter:
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
             report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
-            # JUnit takes the teardown report's properties: the group, and the evidence with long outputs linked
-            ours = ("slurmflox_evidence", "slurmflox_group", "slurmflox_verdict")
+            # JUnit takes the teardown report's properties (the group is among them, set once at collection):
+            # the verdict, and the evidence with long outputs linked
+            ours = ("slurmflox_evidence", "slurmflox_verdict")
             props = [(n, v) for n, v in report.user_properties if n not in ours]
-            if check.group:
-                props.append(("slurmflox_group", check.group))
             props.append(("slurmflox_verdict", check.verdict))
             props.append(("slurmflox_evidence", json.dumps(check.evidence)))
             report.user_properties = props
@@ -185,14 +170,14 @@ class ReportWriter:
             profile=self.profile,
             workloads_given=self.request.workloads_given,
             collect_errors=self.collector.collect_errors,
-            deselected=self.deselected_groups,
+            deselected=self.state.deselected.groups,
         )
         self._update_metadata()
         if self.html_report is not None:
             self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
-        if self.request.requested and not self.signoff.signed and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        self._write_evidence(checks, self.signoff, int(session.exitstatus))
+        self.state.exit.unsigned = self.request.requested and not self.signoff.signed
+        # the status the process will end with as far as known now (the session sets it; a leak comes later)
+        self._write_evidence(checks, self.signoff, int(self.state.exit.settle(session.exitstatus)))
         self._junit_properties(self.signoff)
 
     def _junit_properties(self, signoff: SignOff) -> None:
@@ -258,8 +243,7 @@ class ReportWriter:
         leaks = scan_for_secrets(self.paths.artifacts(), secret_needles(secrets))
         for leak in leaks:
             terminalreporter.write_line(f"SECRET LEAK: {leak.path} contains {leak.label}", red=True, bold=True)
-        if leaks and self.session is not None:
-            self.session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.state.exit.leaks = [str(leak.path) for leak in leaks]  # the session fails the run on any
         terminalreporter.write_line(
             f"slurmflox: artifacts in {self.paths.root}: {self.paths.html.name}, {self.paths.junit.name}, "
             f"{self.paths.evidence.name}" + ("" if leaks else "; secret scan clean"),

@@ -15,6 +15,7 @@ import pytest
 
 from .groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
 from .options import get_option
+from .outcome import Deselected
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
 #: Options that make an invocation a main job (a run of the product, not of the project's tests).
@@ -116,10 +117,10 @@ class Selection:
     allow_destructive: bool
     requested: bool
     target_run: bool
-    reasons: dict[str, int] = field(default_factory=dict)
+    deselected: Deselected = field(default_factory=Deselected)
 
     @classmethod
-    def of(cls, config: pytest.Config, substrate: str | None) -> Selection:
+    def of(cls, config: pytest.Config, substrate: str | None, deselected: Deselected | None = None) -> Selection:
         wanted = wanted_groups(config)
         allow = bool(get_option(config, "slurmflox_destructive"))
         named = (DESTRUCTIVE_GROUPS & mark_tokens(config)) | ((wanted or set()) & DESTRUCTIVE_GROUPS)
@@ -128,7 +129,8 @@ class Selection:
                 f"destructive group(s) {', '.join(sorted(named))} against an existing cluster need "
                 "--slurmflox-destructive"
             )
-        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config))
+        record = deselected if deselected is not None else Deselected()
+        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config), record)
 
     def why_dropped(self, item: Any) -> str | None:
         """None to keep the item, else the reason it is deselected."""
@@ -144,7 +146,8 @@ class Selection:
         return None
 
     def split(self, items: Iterable[Any]) -> tuple[list[Any], list[Any]]:
-        """(kept, dropped), counting each reason in :attr:`reasons`."""
+        """(kept, dropped), recording each dropped item's reason (and its acceptance group's) in
+        :attr:`deselected`."""
         keep, drop = [], []
         for item in items:
             reason = self.why_dropped(item)
@@ -152,7 +155,8 @@ class Selection:
                 keep.append(item)
             else:
                 drop.append(item)
-                self.reasons[reason] = self.reasons.get(reason, 0) + 1
+                acceptance = item.get_closest_marker("acceptance") is not None
+                self.deselected.record(item_group(item) if acceptance else None, reason)
         return keep, drop
 
 

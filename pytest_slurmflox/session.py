@@ -19,7 +19,7 @@ from .concurrency import order_long_waits
 from .environment import target_facts
 from .groups import item_group
 from .options import SessionState, get_option, progress_printer, resolve_settings
-from .secrets import secret_files
+from .outcome import BY_PYTEST
 from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
 from .settings import SettingsError, SubstrateOptions
 from .upfailure import failed_up_line
@@ -44,8 +44,7 @@ class SlurmfloxSession:
         if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
             self._locate_target()
         self.read_target()
-        for path in secret_files(self.state.workdir, self.state.spec):
-            self.state.evidence.redact.add_file(path)
+        self.state.evidence.redact.learn(self.state.workdir, self.state.spec)  # the one teaching, every process
 
     def read_target(self) -> None:
         """The one read of the target file in this process (after ``up`` wrote it, or the path the xdist
@@ -98,6 +97,7 @@ class SlurmfloxSession:
             raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=False)) from None
         state.target_path = deployed.target_path
         state.target_source = f"--slurmflox-up={substrate_name}"
+        state.exit.provisioned = True
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         state = self.state
@@ -151,37 +151,60 @@ class SlurmfloxSession:
         waits are placed (:func:`~pytest_slurmflox.concurrency.order_long_waits`)."""
         if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
             items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
-        selection = Selection.of(self.config, self.state.substrate)
+        selection = Selection.of(self.config, self.state.substrate, self.state.deselected)
         keep, drop = selection.split(items)
         if drop:
             self.config.hook.pytest_deselected(items=drop)
             items[:] = keep
-        self.state.deselected = selection.reasons
+        for item in keep:  # the group travels with every phase's report (the collector, JUnit's teardown)
+            group = item_group(item)
+            if group:
+                item.user_properties.append(("slurmflox_group", group))
         order_long_waits(items)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """What pytest's ``-m``/``-k`` dropped (the selection's own drops are already recorded with their reason).
+        An xdist worker hands its record to the controller, whose verdict names why a group did not run."""
+        for item in items:
+            if item.get_closest_marker("acceptance") is not None:
+                self.state.deselected.record(item_group(item), BY_PYTEST, count=False)
+        output = getattr(self.config, "workeroutput", None)
+        if output is not None:
+            output["slurmflox_deselected"] = self.state.deselected.as_dict()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: a worker's deselection record (it collected and selected; this process did not)."""
+        self.state.deselected.merge(getattr(node, "workeroutput", {}).get("slurmflox_deselected") or {})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        group = item_group(item)
-        if group and call.when == "setup":
-            report.user_properties.append(("slurmflox_group", group))
         if call.when == "teardown" and not self.facts_sent and self.state.target is not None:
             self.facts_sent = True
             report.user_properties.append(("slurmflox_facts", json.dumps(target_facts(self.state.target))))
         return report
 
     # -- the end ------------------------------------------------------------------------------------
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """``--slurmflox-up`` with nothing selected is a provisioning run: success, not "no tests ran"."""
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        """The run's end on the cluster first; the exit status last, once, after every reporter and the report
+        writer's secret scan (the terminal summary runs inside the terminal reporter's own wrapper, which this
+        outermost one encloses): :meth:`~pytest_slurmflox.outcome.ExitRules.settle` (a provisioning run that
+        collected nothing succeeded; an unsigned sign-off or a leaked secret fails the run)."""
+        self._end_run()
+        try:
+            yield
+        finally:
+            session.exitstatus = self.state.exit.settle(session.exitstatus)
+
+    def _end_run(self) -> None:
         if not hasattr(self.config, "workerinput"):  # the process that owns the run (serial, xdist controller)
             from .early import forget
 
             forget(self.state.run_id)
-        provisioned = get_option(self.config, "slurmflox_up") and self.state.target_path
-        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and provisioned:
-            session.exitstatus = pytest.ExitCode.OK
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
         if xdist_controller and self.state.target is None and self.state.spec is not None:
             # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's
@@ -191,6 +214,6 @@ class SlurmfloxSession:
             sweep_after_workers(self.state.spec, self.state.run_id, keep=keep)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for reason, count in self.state.deselected.items():
+        for reason, count in self.state.deselected.reasons.items():
             what = "test(s)" if reason == NOT_ACCEPTANCE else "acceptance check(s)"
             terminalreporter.write_line(f"slurmflox: {count} {what} deselected: {reason}")

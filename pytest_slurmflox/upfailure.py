@@ -12,7 +12,7 @@ import re
 import time
 import traceback
 
-from .secrets import Redactor, secret_files
+from .secrets import Redactor
 from .state import Workdir, atomic_write
 
 #: What a message says -> what the user can do about it (the first match wins).
@@ -38,8 +38,7 @@ def failed_up_line(exc: BaseException, workdir: Workdir, *, expected: bool) -> s
     """The one line a failed ``up`` ends with; writes the detail (redacted) to ``<workdir>/up-error.log``."""
     message = str(exc).strip() or type(exc).__name__
     redact = Redactor()
-    for path in secret_files(workdir, None):  # the keys a partial `up` may already have made
-        redact.add_file(path)
+    redact.learn(workdir, None)  # the keys a partial `up` may already have made
     log = workdir.root / "up-error.log"
     detail = "".join(traceback.format_exception(exc)) if not expected else message + "\n"
     workdir.root.mkdir(parents=True, exist_ok=True)

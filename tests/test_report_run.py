@@ -290,6 +290,34 @@ def test_a_secret_planted_after_an_earlier_in_process_run_is_found(pytester, sit
     assert "secret scan clean" not in out and res.ret != pytest.ExitCode.OK
 
 
+def _all_required_but(left_out: str) -> str:
+    return ",".join(g for g in REQUIRED_GROUPS if g not in (left_out, "TW"))
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_selections_own_reason_reaches_the_verdict(pytester, site, workers):
+    """#28: a group left out by --slurmflox-groups is NOT RUN naming that option (the reason Selection computed),
+    also under xdist, where the workers deselect and hand their record to the controller; the exit status is the
+    unsigned sign-off's."""
+    pytester.makepyfile(test_every=EVERY_GROUP)
+    groups = f"--slurmflox-groups={_all_required_but('T9')}"
+    res, _, evidence = run(
+        pytester,
+        site,
+        f"r-groups-{len(workers)}",
+        "--slurmflox-signoff",
+        groups,
+        "-k",
+        "every_group",
+        *workers,
+        subprocess=bool(workers),
+    )
+    assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["exit_status"] == 1
+    by_group = {g["group"]: g for g in evidence["groups"]}
+    assert by_group["T9"]["verdict"] == "NOT RUN"
+    assert by_group["T9"]["reasons"] == ["group not in --slurmflox-groups"], by_group["T9"]
+
+
 def test_reports_are_built_from_xdist_worker_reports(pytester, site):
     res, paths, evidence = run(pytester, site, "r-xdist", "-n", "2", "-k", "not leaky and not plants", subprocess=True)
     assert res.ret == pytest.ExitCode.TESTS_FAILED
