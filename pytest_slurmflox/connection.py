@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .abilities import ABILITIES
 from .pool import WorkerPool, WorkerView
 from .run import Observer, Result, Runner, SSHRunner
 from .slurm import SlurmClient
@@ -105,28 +106,22 @@ def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str])
 
 
 def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]) -> None:
+    """``worker-pool``, ``worker-owner`` and one capability per ability the pool declares (abilities.py)."""
     if pool is None:
-        missing["worker-pool"] = "nothing on this target lists the workers (no Kubernetes, no substrate)"
-        missing["isolated-worker"] = missing["worker-owner"] = missing["node-admin"] = missing["worker-pool"]
-        missing["service-restart"] = missing["worker-pool"]
+        reason = "nothing on this target lists the workers (no Kubernetes, no substrate)"
+        for capability in ("worker-pool", "worker-owner", *ABILITIES):
+            missing[capability] = reason
         return
     caps.add("worker-pool")
     if isinstance(pool, WorkerPool):
         caps.add("worker-owner")
     else:
         missing["worker-owner"] = "the workers are only read on this target (a customer's NodeSet), never changed"
-    if hasattr(pool, "restart_service"):
-        caps.add("service-restart")
-    else:
-        missing["service-restart"] = "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"
-    if hasattr(pool, "containerd_config"):
-        caps.add("node-admin")
-    else:
-        missing["node-admin"] = "nothing here reaches the Kubernetes nodes as root (to read containerd's config)"
-    if hasattr(pool, "start_isolated_worker"):
-        caps.add("isolated-worker")
-    else:
-        missing["isolated-worker"] = "starting a throwaway worker is destructive on this target"
+    for capability, (ability, why_not) in ABILITIES.items():
+        if isinstance(pool, ability):
+            caps.add(capability)
+        else:
+            missing[capability] = why_not
 
 
 def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: dict[str, str]) -> None:
@@ -183,9 +178,10 @@ def connect(
     Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
-    groups need it), ``node-admin`` (root on the Kubernetes nodes: our qemu deployment), ``isolated-worker`` (a
-    throwaway worker can be started with another runtime without touching the cohort: the local substrate),
-    ``accounting`` and ``rest`` (declared in the target file and answering, #13).
+    groups need it), the pool's abilities (:mod:`~pytest_slurmflox.abilities`: ``node-admin``, root on the
+    Kubernetes nodes of our qemu deployment; ``isolated-worker``, ``service-restart``, ``runtime-record`` and
+    ``directory-changes``, the local substrate's), ``accounting`` and ``rest`` (declared in the target file and
+    answering, #13).
     """
     login = login_runner(spec.login, observer)
     admin = login_runner(spec.admin, observer) if spec.admin else None

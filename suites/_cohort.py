@@ -65,7 +65,7 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
     problems: list[str] = []
     # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
     # as such, and never part of the cohort.
-    isolated = set(getattr(target.pool, "isolated", set)()) if target.pool is not None else set()
+    isolated = target.pool.isolated() if target.why_missing("isolated-worker") is None else set()
     if isolated:
         evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
         nodes = {n: s for n, s in nodes.items() if n not in isolated}
@@ -86,7 +86,7 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
         for name, info in sorted(listed.items()):
             if name not in nodes:
                 problems.append(f"{name} is listed by the owner but not registered in Slurm")
-            elif not getattr(info, "ready", False):
+            elif not info.ready:
                 problems.append(f"{name} is listed by the owner but not ready")
     return sorted(set(nodes) | set(listed)), problems, evidence
 

@@ -20,7 +20,7 @@ import pytest
 from pytest_slurmflox.floxlock import LockError, nix_system, parse_lock
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 
-from ._support import PROFILE_DIR, _q, on_each, per_node, requirement, runtimes
+from ._support import PROFILE_DIR, _q, on_each, per_node, require, requirement, runtimes
 
 
 def _tagged(lines: list[str]) -> dict[str, str]:
@@ -34,14 +34,12 @@ def _tagged(lines: list[str]) -> dict[str, str]:
 
 def local_store_problems(target, submit, workers, environment: str) -> tuple[str, list[str], object]:
     """The local check: (expected store path, one problem per worker naming it and the path, evidence)."""
-    # The local provider's own capabilities (optional on a pool, looked up like its `realization` record).
-    expected_store_path, verification, nix_profile = (
-        getattr(target.pool, name) for name in ("expected_store_path", "store_verification", "nix_profile")
-    )
-    expected = expected_store_path(environment)  # ours: nix-instantiate over our derivation
-    ok, detail, registered = verification(expected)
+    require(target, "runtime-record")  # the local provider's record (pytest_slurmflox.abilities.RuntimeRecord)
+    pool = target.pool
+    expected = pool.expected_store_path(environment)  # ours: nix-instantiate over our derivation
+    ok, detail, registered = pool.store_verification(expected)
     requirement(ok, f"nix-store --verify-path {expected} passes in the substrate's store", detail)
-    profiles = {node: nix_profile(node) for node in workers}  # the provider's record of where each pin lives
+    profiles = {node: pool.nix_profile(node) for node in workers}  # the provider's record of where each pin lives
     cases = " ".join(f"{_q(node)}) p={_q(profile)};;" for node, profile in profiles.items())
     script = (
         f'case "$SLURMD_NODENAME" in {cases} *) p=/nonexistent;; esac; '

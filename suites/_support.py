@@ -76,10 +76,10 @@ def worker_runtime(target, name: str, mode: str):
     (:class:`pytest_slurmflox.expectations.Runtime`), or a string saying why there is none."""
     from pytest_slurmflox.expectations import Runtime
 
-    realization = getattr(target.pool, "realization", None)
-    if realization is None:
-        return "the worker owner keeps no runtime-provider record (only the local runtime provider does)"
-    got = realization(name)
+    why = target.why_missing("runtime-record")
+    if why is not None:
+        return why
+    got = target.pool.realization(name)
     if not got:
         return f"the owner has no realization of {name}"
     if not got.get("record"):
@@ -97,7 +97,7 @@ def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
 
     SKIP when the target has neither; FAIL naming a node whose record is missing."""
     nodes = list(nodes)
-    if getattr(target.pool, "realization", None) is None:
+    if target.why_missing("runtime-record") is not None:
         if target.why_missing("kubernetes") is None:
             return {node: _shim_runtime(target, node, mode) for node in nodes}
         pytest.skip(

@@ -94,12 +94,11 @@ def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
             f"slurmd in {name} runs with the shim's FLOX_ENV, in the Flox store {FLOX_STORE} (not the plain image)",
             res,
         )
-        recorded = getattr(target.pool, "realization", None)
-        if recorded is not None:
+        if target.why_missing("runtime-record") is None:
             # The Slurm node name: the NodeSet controller sets this label on every pod it creates (slurm-operator
             # v1.2.1 api/v1beta1/well_known.go LabelNodeSetPodHostname; internal/controller/nodeset/utils/utils.go).
             node = (pod["metadata"].get("labels") or {}).get("nodeset.slinky.slurm.net/pod-hostname", name)
-            got = recorded(node) or {}
+            got = target.pool.realization(node) or {}
             requirement(
                 got.get("realized_path") in (env, resolved),
                 f"{name}: slurmd's FLOX_ENV is the realized path recorded for it",

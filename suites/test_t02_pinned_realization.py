@@ -68,7 +68,7 @@ def test_every_worker_runs_the_pinned_nix_store_path_unmodified(target, submit, 
     Local: the path our code computes for the pinned generation, Nix's verify-path in the substrate's store, and on
     each worker what its profile points at, what its tasks were activated from and the NAR hash of what it has
     there. Flox target: the generation's lock, identical across the cohort, its paths verified on each worker."""
-    local = getattr(target.pool, "expected_store_path", None) is not None
+    local = target.why_missing("runtime-record") is None
     if not local and target.why_missing("kubernetes") is not None:
         pytest.skip("missing capability nix-store: no computed store path (local) and no Flox shim (Kubernetes)")
     declared(target, *ENV)

@@ -145,10 +145,9 @@ def _editor(target):
     if d.modify:
         require(target, "admin")
         return lambda ldif: target.admin.run(d.modify, input=ldif)
-    modify = getattr(target.pool, "modify_directory", None)
-    if modify is None:
+    if target.why_missing("directory-changes") is not None:
         pytest.skip("missing capability directory-admin: the target file declares no directory.modify command")
-    return modify
+    return target.pool.modify_directory
 
 
 def _group_update_time(target) -> float:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import pytest_slurmflox
+from pytest_slurmflox.abilities import ABILITIES
 from pytest_slurmflox.nodeset import NodeSetView
 from pytest_slurmflox.pool import POOL_METHODS, VIEW_METHODS, WorkerPool, WorkerView
 from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
@@ -42,19 +43,11 @@ def test_the_reconciler_calls_only_methods_of_the_pool_contract():
     assert used <= POOL_METHODS, f"the Reconciler calls {sorted(used - POOL_METHODS)} outside the WorkerPool contract"
 
 
-#: Methods of a substrate's own throwaway workers: called only by checks that require capability isolated-worker.
-ISOLATED_METHODS = {"start_isolated_worker", "stop_isolated_worker", "phase", "isolated"}
-#: Restarting the cluster's services (TAR, #13): called only by checks that require capability service-restart.
-SERVICE_METHODS = {"restart_service"}
-#: Root on the Kubernetes nodes (our qemu deployment): called only by checks that require capability node-admin.
-NODE_ADMIN_METHODS = {"containerd_config"}
-
-
 def test_read_only_consumers_call_only_methods_of_the_view():
-    """A suite may call the view's methods; a pool's methods only where the module requires ``worker-owner``; the
-    isolated-worker methods only where it requires ``isolated-worker``, containerd_config only where it requires
-    ``node-admin``. Anything else would crash (not SKIP) on a
-    customer's read-only NodeSet view."""
+    """A suite may call the view's methods; a pool's methods only where the module requires ``worker-owner``; an
+    ability's methods (abilities.py: isolated workers, service restart, node admin, runtime record, directory
+    changes) only where it requires that capability or asks ``why_missing`` for it first. Anything else would
+    crash (not SKIP) on a customer's read-only NodeSet view."""
     used: set[str] = set()
     for path in [*sorted((ROOT / "suites").glob("*.py")), PKG / "report.py"]:
         calls = called_on(path, "target.pool", "self.pool", "pool")
@@ -62,12 +55,9 @@ def test_read_only_consumers_call_only_methods_of_the_view():
         allowed = set(VIEW_METHODS)
         if 'require(target, "worker-owner")' in source:
             allowed |= POOL_METHODS
-        if 'require(target, "isolated-worker")' in source:
-            allowed |= ISOLATED_METHODS
-        if 'require(target, "service-restart")' in source:
-            allowed |= SERVICE_METHODS
-        if 'require(target, "node-admin")' in source:
-            allowed |= NODE_ADMIN_METHODS
+        for capability, (ability, _) in ABILITIES.items():
+            if f'require(target, "{capability}")' in source or f'why_missing("{capability}")' in source:
+                allowed |= set(ability.__abstractmethods__)
         assert calls <= allowed, f"{path.name} calls {sorted(calls - allowed)} that a customer's read-only view lacks"
         used |= calls
     assert used, "no suite reads the pool any more: this test reads the wrong thing"
@@ -119,6 +109,7 @@ def test_a_customer_target_gets_the_view_and_imports_no_substrate_code(tmp_path)
     code = """
 import sys, types
 from pytest_slurmflox.fixtures import _pool_factory
+from pytest_slurmflox.abilities import ABILITIES
 from pytest_slurmflox.nodeset import NodeSetView
 spec = types.SimpleNamespace(substrate="kubernetes", workdir=None, kubernetes=types.SimpleNamespace(nodeset="ns1"))
 kube = types.SimpleNamespace(namespace="slurm")

@@ -12,6 +12,7 @@ import json
 import socket
 from typing import Any
 
+from ...abilities import DirectoryChanges, IsolatingWorkers, RuntimeRecord, ServiceRestart
 from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings
 from ...state import atomic_write
@@ -21,7 +22,7 @@ from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .network import address_for
 
 
-class LocalWorkerPool(WorkerPool):
+class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecord, DirectoryChanges):
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from ...abilities import NodeAdmin
 from ...nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
 from ...pool import WorkerPool
 from ...revision import runtime_revision
@@ -45,7 +46,7 @@ WORKER_REPLACEMENT_SECONDS = 900.0
 STEP_SLACK_SECONDS = 300.0
 
 
-class NodeSetPool(NodeSetView, WorkerPool):
+class NodeSetPool(NodeSetView, WorkerPool, NodeAdmin):
     """WorkerPool over the compute NodeSet of the ``slurm`` release of a qemu deployment."""
 
     def __init__(self, substrate: QemuSubstrate, kube: KubeClient, nodeset: str = NODESET_NAME) -> None:
