@@ -1,7 +1,8 @@
 """The fixtures acceptance checks use: the target and its clients, job submission, evidence, the run id.
 
-The test session reads the target file (``--slurmflox-target``, the one ``--slurmflox-up`` wrote, or the one
-recorded in WORKDIR) and nothing else: it never resolves settings again. A substrate-backed target carries the
+The test session uses the target spec the session read once (``SessionState.spec``: from ``--slurmflox-target``,
+the one ``--slurmflox-up`` wrote, or the one recorded in WORKDIR) and nothing else: it never resolves settings
+again. A substrate-backed target carries the
 settings it was deployed with, which is what operating its worker pool needs.
 """
 
