@@ -248,8 +248,14 @@ def test_apply_replaces_the_cohort(cluster, login):
     pool = sub.pool()
     old = pool.desired_revision()
     new_settings = sub.settings.replace(worker_flox_generation=2, worker_cpus=3)
+    before = yaml.safe_load((cluster["workdir"] / "target.yaml").read_text())
     rev = pool.apply(new_settings)
     assert rev != old and rev == pool.desired_revision()
+    # the target file follows the runtime (target.write_runtime), everything else stays as `up` wrote it
+    after = yaml.safe_load((cluster["workdir"] / "target.yaml").read_text())
+    assert after["expect"]["revision"] == rev and after["expect"]["settings"]["WORKER_FLOX_GENERATION"] == "2"
+    assert after["deployment"]["settings"]["WORKER_CPUS"] == "3"
+    assert after["login"] == before["login"] and after["expect"]["replicas"] == before["expect"]["replicas"]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         ws = pool.workers()
