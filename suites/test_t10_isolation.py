@@ -9,8 +9,8 @@ neither label nor taint.
 Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); Slurm's
 key locations from the cluster's own configuration (``scontrol show config`` at the login endpoint, munged's
 arguments on the worker: pytest_slurmflox/authkeys.py), the pod and FloxHub credential locations and forbidden
-variable names fixed here (the places Kubernetes and Flox keep them); the placement rules come from checks.py (the
-reserved-pool label and taint of the reference design).
+variable names fixed here (the places Kubernetes and Flox keep them); the placement rules from the target file's
+declared worker label and taint (the reference's own on a target a substrate wrote).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
-from pytest_slurmflox.checks import node_pool_problems, placement_problems
+from pytest_slurmflox.checks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.declared import PLACEMENT
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._cohort import across
-from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, per_node, require, requirement
+from ._support import ENVIRON_PROBE, _q, declared, declared_nodeset, environs, on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
@@ -122,12 +123,29 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
 
 def test_worker_pods_only_on_reserved_nodes(target, expect):
     require(target, "kubernetes")
+    declared(target, *PLACEMENT)  # a customer's pool has its own label and taint: NOT RUN until declared (#26)
+    placement = _placement(target)
     nodeset = declared_nodeset(target)
-    problems = placement_problems(nodeset["spec"]["template"])
-    requirement(not problems, "the NodeSet selects and tolerates the reserved pool", *problems)
+    problems = placement_problems(nodeset["spec"]["template"], placement)
+    requirement(not problems, f"the NodeSet selects {placement.label} and tolerates {placement.taint}", *problems)
     pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)  # its running pods only (#26)
     hosts = [p["spec"].get("nodeName") for p in pods]
-    problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h])
+    problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h], placement)
     requirement(
-        bool(pods) and not problems, "worker pods only on labelled, tainted nodes; node1 has neither", *problems
+        bool(pods) and not problems,
+        f"worker pods only on nodes labelled {placement.label} and tainted {placement.taint}; control-plane nodes "
+        "carry neither",
+        *problems,
     )
+
+
+def _placement(target) -> Placement:
+    """The declared label and taint; a substrate's target that names none is the reference's own pool."""
+    kube = target.spec.kubernetes
+    if not (kube.worker_label and kube.worker_taint):
+        return REFERENCE_PLACEMENT  # declared() let it through: a substrate's target (the reference's pool)
+    try:
+        return Placement.parse(kube.worker_label, kube.worker_taint)
+    except ValueError as e:
+        requirement(False, "the declared worker label and taint are well formed", str(e))
+        raise
