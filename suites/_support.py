@@ -133,8 +133,11 @@ def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     found = environs(res.stdout)
     problems = [f"{node}: no task environment came back" for node in names if node not in found]
     problems += [f"{node}: {why}" for node in names if node in found and (why := unrealized_environment(found[node]))]
-    env = target.expect.settings.worker_flox_env
-    requirement(not problems, f"declared environment {env} realized on every worker: " + "; ".join(problems), res)
+    requirement(
+        not problems,
+        f"declared environment {target.expect.environment} realized on every worker: " + "; ".join(problems),
+        res,
+    )
 
 
 _SHIM_PROBE = (
