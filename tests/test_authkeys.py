@@ -133,3 +133,19 @@ def test_a_probe_that_skipped_a_place_or_did_not_finish_is_a_problem(tree):
     # the probe resolved %n for another node than the one it reports for: not a pass
     assert key_problems("worker3", lines, places, True)[0].startswith("AuthAltParameters jwt_key")
     assert key_problems("worker2", lines[:-1], places, True) == ["the probe did not finish"]
+
+
+def test_real_slurm_24_11_text_from_the_local_substrate():
+    """``scontrol show config`` at the login endpoint of a three-worker local cluster (Debian trixie, Slurm 24.11.5,
+    auth/slurm with cred/munge and auth/jwt as the alternative; captured by tests/test_trust2_mutations_local.py)."""
+    text = (DATA / "scontrol-show-config-24.11-local.txt").read_text()
+    config = parse_show_config(text)
+    assert config["SLURM_VERSION"] == "24.11.5" and config["AuthType"] == "auth/slurm"
+    assert config["AuthInfo"] == "use_client_ids,socket=/run/munge/munge.socket.2"
+    assert config["PMIxEnv"] == ""  # a plugin section after the main block, (null) read as empty
+    places = {p.template: p.why for p in key_places(config)}
+    assert places["/run/slurmflox/jwt_hs256.key"] == "AuthAltParameters jwt_key"
+    assert places["/etc/slurm/slurm.key"] == "known location"  # beside SLURM_CONF too: probed once
+    assert places["/var/lib/slurm/slurmd/conf-cache/slurm.key"].startswith("auth/slurm slurm.key")
+    assert places["/var/lib/slurm/slurmd/cred_state*"] == "SlurmdSpoolDir credential state"
+    assert "/run/munge/munge.socket.2" not in places and uses_munge(config)  # cred/munge: munged's key per worker
