@@ -8,6 +8,7 @@ lacks the RuntimeClass, the toleration or an annotation. Each function returns t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .labels import (
@@ -70,20 +71,70 @@ def worker_template_problems(
     return problems
 
 
-def placement_problems(pod_or_template: Mapping[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class Placement:
+    """The worker pool's node label (``key=value``) and taint (``key=value:Effect``, kubectl's spelling): the
+    reference's own (``slinky.local/native-worker``) by default; a customer's target file declares its pool's
+    (``kubernetes.worker_label``, ``kubernetes.worker_taint``: issue 26)."""
+
+    label_key: str = LABEL_NATIVE_WORKER
+    label_value: str = "true"
+    taint_key: str = LABEL_NATIVE_WORKER
+    taint_value: str = "true"
+    effect: str = "NoSchedule"
+
+    @classmethod
+    def parse(cls, label: str, taint: str) -> Placement:
+        """From ``key=value`` and ``key[=value]:Effect``; ValueError naming what is malformed."""
+        label_key, eq, label_value = label.partition("=")
+        body, colon, effect = taint.rpartition(":")
+        taint_key, _, taint_value = body.partition("=")
+        if not (label_key and eq) or not (taint_key and colon and effect):
+            raise ValueError(
+                f"worker_label must be key=value and worker_taint key[=value]:Effect, not {label!r}, {taint!r}"
+            )
+        return cls(label_key, label_value, taint_key, taint_value, effect)
+
+    @property
+    def label(self) -> str:
+        return f"{self.label_key}={self.label_value}"
+
+    @property
+    def taint(self) -> str:
+        value = f"={self.taint_value}" if self.taint_value else ""
+        return f"{self.taint_key}{value}:{self.effect}"
+
+    def tolerates(self, t: Mapping[str, Any]) -> bool:
+        exists = t.get("operator") == "Exists"
+        return (
+            t.get("key") == self.taint_key
+            and t.get("effect") in (self.effect, None, "")
+            and (exists or (t.get("value") or "") == self.taint_value)
+        )
+
+    def labelled(self, node: Mapping[str, Any]) -> bool:
+        return (node["metadata"].get("labels") or {}).get(self.label_key) == self.label_value
+
+    def tainted(self, node: Mapping[str, Any]) -> bool:
+        return any(
+            t.get("key") == self.taint_key
+            and (t.get("value") or "") == self.taint_value
+            and t.get("effect") == self.effect
+            for t in (node.get("spec") or {}).get("taints") or []
+        )
+
+
+REFERENCE_PLACEMENT = Placement()
+
+
+def placement_problems(pod_or_template: Mapping[str, Any], placement: Placement = REFERENCE_PLACEMENT) -> list[str]:
     """The worker selects the reserved pool and tolerates its taint."""
     spec = _pod_spec(pod_or_template)
     problems = []
-    if (spec.get("nodeSelector") or {}).get(LABEL_NATIVE_WORKER) != "true":
-        problems.append(f"nodeSelector does not require {LABEL_NATIVE_WORKER}=true")
-    tolerations = spec.get("tolerations") or []
-    if not any(
-        t.get("key") == LABEL_NATIVE_WORKER
-        and t.get("effect") == "NoSchedule"
-        and (t.get("operator") == "Exists" or t.get("value") == "true")
-        for t in tolerations
-    ):
-        problems.append(f"no toleration for {LABEL_NATIVE_WORKER}=true:NoSchedule")
+    if (spec.get("nodeSelector") or {}).get(placement.label_key) != placement.label_value:
+        problems.append(f"nodeSelector does not require {placement.label}")
+    if not any(placement.tolerates(t) for t in spec.get("tolerations") or []):
+        problems.append(f"no toleration for {placement.taint}")
     return problems
 
 
@@ -106,7 +157,9 @@ def nodeset_problems(nodeset: Mapping[str, Any], **expected: Any) -> list[str]:
     return worker_template_problems(pod, **expected) + placement_problems(pod)
 
 
-def node_pool_problems(nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterable[str]) -> list[str]:
+def node_pool_problems(
+    nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterable[str], placement: Placement = REFERENCE_PLACEMENT
+) -> list[str]:
     """Workers only on labelled, tainted nodes; the control-plane/infrastructure nodes carry neither."""
     problems = []
     by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -115,19 +168,12 @@ def node_pool_problems(nodes: Iterable[Mapping[str, Any]], worker_hosts: Iterabl
         if node is None:
             problems.append(f"worker runs on unknown node {host}")
             continue
-        if (node["metadata"].get("labels") or {}).get(LABEL_NATIVE_WORKER) != "true":
-            problems.append(f"worker node {host} lacks label {LABEL_NATIVE_WORKER}=true")
-        if not _tainted(node):
-            problems.append(f"worker node {host} lacks taint {LABEL_NATIVE_WORKER}=true:NoSchedule")
+        if not placement.labelled(node):
+            problems.append(f"worker node {host} lacks label {placement.label}")
+        if not placement.tainted(node):
+            problems.append(f"worker node {host} lacks taint {placement.taint}")
     for name, node in by_name.items():
         labels = node["metadata"].get("labels") or {}
-        if LABEL_CONTROL_PLANE in labels and (labels.get(LABEL_NATIVE_WORKER) == "true" or _tainted(node)):
-            problems.append(f"control-plane node {name} carries the native-worker label or taint")
+        if LABEL_CONTROL_PLANE in labels and (placement.labelled(node) or placement.tainted(node)):
+            problems.append(f"control-plane node {name} carries the worker pool's label or taint")
     return problems
-
-
-def _tainted(node: Mapping[str, Any]) -> bool:
-    return any(
-        t.get("key") == LABEL_NATIVE_WORKER and t.get("value") == "true" and t.get("effect") == "NoSchedule"
-        for t in (node.get("spec") or {}).get("taints") or []
-    )

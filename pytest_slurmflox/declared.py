@@ -38,6 +38,8 @@ REVISION_INPUTS = (*(setting(k) for k in WORKER_KEYS if k != "WORKER_IMAGE"), IM
 IDENTITY = ("identity.user", "identity.uid", "identity.gid", "identity.supp_group", "identity.supp_gid")
 PARTITION = "slurm.partition"
 KUBERNETES = ("kubernetes.namespace", "kubernetes.nodeset")
+#: The worker pool's node label and taint (T10's placement; only on a target with a ``kubernetes`` section).
+PLACEMENT = ("kubernetes.worker_label", "kubernetes.worker_taint")
 
 #: Keys every group needs: the cohort pre-flight before each check reads the partition's nodes
 #: (suites/conftest.py ``workers``), and on a target with a ``kubernetes`` section the NodeSet that owns them.
@@ -62,6 +64,10 @@ GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+#: Group -> keys it needs only on a target with a ``kubernetes`` section (its Kubernetes-side checks).
+KUBERNETES_GROUP_KEYS: Mapping[str, tuple[str, ...]] = {"T10": PLACEMENT}
+
+
 def declared_keys(doc: Mapping[str, Any]) -> frozenset[str]:
     """The keys a target document declares, as target-file paths (:data:`GROUP_KEYS` spells them so)."""
     keys: set[str] = set()
@@ -83,7 +89,8 @@ def declared_keys(doc: Mapping[str, Any]) -> frozenset[str]:
 
 def required(group: str, *, kubernetes: bool) -> tuple[str, ...]:
     """Every key ``group`` needs on a target (with or without a ``kubernetes`` section)."""
-    return _unique(*COMMON_KEYS, *(KUBERNETES_KEYS if kubernetes else ()), *GROUP_KEYS.get(group, ()))
+    kube = (*KUBERNETES_KEYS, *KUBERNETES_GROUP_KEYS.get(group, ())) if kubernetes else ()
+    return _unique(*COMMON_KEYS, *kube, *GROUP_KEYS.get(group, ()))
 
 
 def missing(have: frozenset[str] | None, keys: Iterable[str]) -> list[str]:
@@ -124,7 +131,9 @@ def readme_table() -> str:
     ]
     for group in GROUPS:
         keys = GROUP_KEYS.get(group, ())
-        if section := SERVICE_SECTIONS.get(group):
+        if kube_keys := KUBERNETES_GROUP_KEYS.get(group):
+            rows.append(f"| {group} | with a `kubernetes` section: {_cell(kube_keys)} |")
+        elif section := SERVICE_SECTIONS.get(group):
             rows.append(
                 f"| {group} | the `{section}` section (service groups, below){', ' + _cell(keys) if keys else ''} |"
             )

@@ -163,6 +163,21 @@ def task_env_problems(
     return problems
 
 
+def unrealized_environment(env: Mapping[str, str]) -> str | None:
+    """Why a task's environment shows no Flox runtime at all, or None when it shows one (issue 26: a declared
+    environment that is not realized is FAIL, not a SKIP for a missing record). Any Flox activation sets FLOX_ENV;
+    without it, a PATH entry in a Nix store or a Flox environment (``/nix/store/...``, ``.../.flox/...``,
+    ``.../flox/...``) still counts as a runtime (half an activation is for the content checks to judge)."""
+    if env.get("FLOX_ENV"):
+        return None
+    path = env.get("PATH")
+    entries = [e for e in (path or "").split(":") if e]
+    if any(e.startswith("/nix/store/") or "/.flox/" in e or "/flox/" in e or e.endswith("/flox") for e in entries):
+        return None
+    shown = "unset" if path is None else repr(path)
+    return f"no FLOX_ENV and no PATH entry of a Flox environment (PATH {shown}: the system's)"
+
+
 def parse_environ(blob: bytes) -> dict[str, str]:
     """A NUL-separated environment block (``/proc/<pid>/environ``) as a mapping."""
     out: dict[str, str] = {}

@@ -14,6 +14,7 @@ Target file (YAML)::
     login: {host: login.example, port: 22, user: alice, key: ~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}
     admin: {user: root}             # optional; same host/port/key/known_hosts unless given
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
+                                    # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
     slurm: {partition: all}
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
@@ -68,6 +69,10 @@ class KubeSpec:
     namespace: str
     nodeset: str
     login_set: str | None = None
+    #: The worker pool's node label (``key=value``) and taint (``key[=value]:Effect``) T10's placement check expects;
+    #: a customer target declares its own, a substrate's target the reference's (issue 26).
+    worker_label: str | None = None
+    worker_taint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
         namespace=str(k.get("namespace", "slurm")),
         nodeset=str(k.get("nodeset", "slurm-worker-compute")),
         login_set=k.get("loginset"),
+        worker_label=str(k["worker_label"]) if k.get("worker_label") else None,
+        worker_taint=str(k["worker_taint"]) if k.get("worker_taint") else None,
     )
 
 
@@ -319,6 +326,9 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
         if kube.login_set:
             doc["kubernetes"]["loginset"] = kube.login_set
+        for key in ("worker_label", "worker_taint"):
+            if getattr(kube, key):
+                doc["kubernetes"][key] = getattr(kube, key)
     if spec.slurm_version:
         doc["slurm"]["version"] = spec.slurm_version
     if spec.identity is not None:

@@ -87,7 +87,7 @@ def worker_runtime(target, name: str, mode: str):
     return Runtime.from_record(got["record"], str(got["realized_path"]), mode)
 
 
-def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
+def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
     """The realized runtime of each node, from the runtime provider, never from the worker's task profile:
 
     - local substrate: the local runtime provider's record (through the pool);
@@ -95,11 +95,14 @@ def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
       executables in them, its environment), read by pod exec into the slurmd container, which the profile
       initializer does not write; no content digest (T2 says so).
 
-    SKIP when the target has neither; FAIL naming a node whose record is missing."""
+    SKIP when the target has neither; FAIL naming a node whose record is missing. With ``jobs``, a target that
+    declares an environment whose tasks show no Flox runtime at all FAILs first (:func:`require_flox_runtime`)."""
     nodes = list(nodes)
     if target.why_missing("runtime-record") is not None:
         if target.why_missing("kubernetes") is None:
             return {node: _shim_runtime(target, node, mode) for node in nodes}
+        if jobs is not None:
+            require_flox_runtime(target, jobs, nodes)
         pytest.skip(
             "missing capability runtime-record: neither a runtime-provider record (local substrate) nor a Flox shim "
             "(Kubernetes) shows what the workers realized"
@@ -110,6 +113,31 @@ def runtimes(target, nodes: Iterable[str], mode: str) -> dict:
         requirement(not isinstance(rt, str), f"{node}: the runtime provider recorded what it realized", str(rt))
         out[node] = rt
     return out
+
+
+def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
+    """FAIL "declared environment not realized", naming each worker, when the target declares a Flox environment
+    (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (issue 26: seen on an
+    independent Slurm 22.05 cluster, where T2 and TP used to SKIP for the missing record). One step on every
+    worker; ``--export=NONE``: only what the worker side gives the task counts, never the login's variables."""
+    from pytest_slurmflox.declared import ENV, missing
+    from pytest_slurmflox.expectations import unrealized_environment
+
+    if missing(target.spec.declared, ENV[:1]):
+        return  # no environment declared: nothing to be realized
+    names = sorted(nodes)
+    res = jobs.srun(
+        f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} --export=NONE",
+        "/bin/bash -c " + _q(ENVIRON_PROBE),
+    )
+    found = environs(res.stdout)
+    problems = [f"{node}: no task environment came back" for node in names if node not in found]
+    problems += [f"{node}: {why}" for node in names if node in found and (why := unrealized_environment(found[node]))]
+    requirement(
+        not problems,
+        f"declared environment {target.expect.environment} realized on every worker: " + "; ".join(problems),
+        res,
+    )
 
 
 _SHIM_PROBE = (

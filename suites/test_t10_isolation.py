@@ -6,9 +6,11 @@ the pod's KUBERNETES_* service variables or any FloxHub token variable; on Kuber
 the reserved, labelled and tainted nodes, which no ordinary pod can use, and the infrastructure node carries
 neither label nor taint.
 
-Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); the
-secret locations and forbidden variable names are fixed here (the places Slurm, Munge, Kubernetes and Flox keep
-them); the placement rules come from checks.py (the reserved-pool label and taint of the reference design).
+Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); Slurm's
+key locations from the cluster's own configuration (``scontrol show config`` at the login endpoint, munged's
+arguments on the worker: pytest_slurmflox/authkeys.py), the pod and FloxHub credential locations and forbidden
+variable names fixed here (the places Kubernetes and Flox keep them); the placement rules from the target file's
+declared worker label and taint (the reference's own on a target a substrate wrote).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_slurmflox.checks import node_pool_problems, placement_problems
+from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
+from pytest_slurmflox.checks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.declared import PLACEMENT
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
-from ._support import ENVIRON_PROBE, _q, declared_nodeset, environs, on_each, per_node, require, requirement
+from ._cohort import across
+from ._support import ENVIRON_PROBE, _q, declared, declared_nodeset, environs, on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
@@ -33,34 +38,36 @@ def test_tasks_run_as_the_user_not_root(submit, workers, login):
     requirement(res.ok and uids == {me} and me != "0", f"every task runs as uid {me}", res)
 
 
-#: Where Slurm's authentication keys live: Munge's key, or auth/slurm's key and JWKS (Slurm 23.11+).
-AUTH_KEYS = ("/etc/munge/munge.key", "/etc/slurm/slurm.key", "/etc/slurm/slurm.jwks")
-
-
-def test_tasks_cannot_read_node_secrets(submit, workers, target):
+def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     """Out of a task's reach is what counts: EACCES on the key, or ENOENT because its directory cannot even be
-    entered, is the desired result (issue 17). That each worker holds a key is checked from the admin side when the
-    target has one (root's task on each worker), never inferred from what the user's task can see."""
-    keys = " ".join(AUTH_KEYS)
-    script = (
-        f"for f in {keys}; do if head -c1 $f >/dev/null 2>/tmp/.sfx-err.$$; then echo READABLE:$f; "
-        'else echo "unreachable:$f:$(cat /tmp/.sfx-err.$$)"; fi; done; rm -f /tmp/.sfx-err.$$; '
-        "spool=$(scontrol show config | sed -n 's/^SlurmdSpoolDir *= *//p'); "
-        "for f in $spool/cred_state*; do if [ -f $f ] && head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; fi; "
-        "done; echo checked"
+    entered, is the desired result (issue 17). The places are the cluster's own (``scontrol show config`` at the
+    login endpoint, munged's arguments on each worker, ``%n``/``%h`` resolved per worker: issue 26), probed on
+    every worker in one step. That each worker holds a key is checked from the admin side when the target has one
+    (root's task on each worker), never inferred from what the user's task can see."""
+    shown = login.run("scontrol show config")
+    config = parse_show_config(shown.stdout)
+    requirement(shown.ok and bool(config.get("SlurmdSpoolDir")), "the login endpoint shows Slurm's config", shown)
+    places, munge = key_places(config), uses_munge(config)
+    step = across(submit, workers, probe_script(places, munge))
+    problems = step.wrong(lambda node, lines: "; ".join(key_problems(node, lines, places, munge)) or None)
+    requirement(
+        not problems,
+        "no node secret named by the configuration is readable by a task: " + "; ".join(problems),
+        shown,
+        step.result,
     )
-    res = on_each(submit, workers, script)
-    own = res.own_text
-    requirement(res.ok and own.count("checked") == len(workers), "the probe ran on every worker", res)
-    requirement("READABLE" not in own, "no node secret is readable by a task", res)
     if target.spec.admin is None:
         return  # the task side is the requirement; presence needs the admin side, which this target declares not
     require(target, "admin")  # declared but not working: FAIL naming it, never a silent early PASS (#26)
-    probe = f"for f in {keys}; do [ -e $f ] && echo $f; done; true"
-    present = on_each(SimpleNamespace(srun=_admin_srun(target, submit)), workers, probe)
-    holders = {node for node, lines in per_node(present).items() if lines}
+    auth = [p for p in places if p.auth]
+    present = across(SimpleNamespace(srun=_admin_srun(target, submit)), workers, probe_script(auth, munge))
+
+    def holds(node: str, lines: list[str]) -> str | None:
+        return None if any(line.startswith("READABLE|") for line in lines) else "root sees no authentication key"
+
+    missing = present.wrong(holds)
     requirement(
-        present.ok and holders == set(workers), "each worker holds an authentication key (seen by root)", present
+        not missing, "each worker holds an authentication key (seen by root): " + "; ".join(missing), present.result
     )
 
 
@@ -116,12 +123,29 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
 
 def test_worker_pods_only_on_reserved_nodes(target, expect):
     require(target, "kubernetes")
+    declared(target, *PLACEMENT)  # a customer's pool has its own label and taint: NOT RUN until declared (#26)
+    placement = _placement(target)
     nodeset = declared_nodeset(target)
-    problems = placement_problems(nodeset["spec"]["template"])
-    requirement(not problems, "the NodeSet selects and tolerates the reserved pool", *problems)
+    problems = placement_problems(nodeset["spec"]["template"], placement)
+    requirement(not problems, f"the NodeSet selects {placement.label} and tolerates {placement.taint}", *problems)
     pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)  # its running pods only (#26)
     hosts = [p["spec"].get("nodeName") for p in pods]
-    problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h])
+    problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h], placement)
     requirement(
-        bool(pods) and not problems, "worker pods only on labelled, tainted nodes; node1 has neither", *problems
+        bool(pods) and not problems,
+        f"worker pods only on nodes labelled {placement.label} and tainted {placement.taint}; control-plane nodes "
+        "carry neither",
+        *problems,
     )
+
+
+def _placement(target) -> Placement:
+    """The declared label and taint; a substrate's target that names none is the reference's own pool."""
+    kube = target.spec.kubernetes
+    if not (kube.worker_label and kube.worker_taint):
+        return REFERENCE_PLACEMENT  # declared() let it through: a substrate's target (the reference's pool)
+    try:
+        return Placement.parse(kube.worker_label, kube.worker_taint)
+    except ValueError as e:
+        requirement(False, "the declared worker label and taint are well formed", str(e))
+        raise

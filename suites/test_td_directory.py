@@ -2,8 +2,8 @@
 
 Requirement (TD): a user who exists only in the site's directory logs in to the login endpoint with a key, submits,
 and every task runs with the uid, primary gid and supplementary groups the directory gives that user, by number and
-by name; no worker's /etc/passwd or /etc/group holds anything about the user or its groups (workers learn the
-identity from Slurm's credential, through nss_slurm).
+by name; no worker's resolver answers anything about the user or its groups from a local source (files, compat,
+systemd...; workers learn the identity from Slurm's credential, through nss_slurm, or from the directory).
 Requirement (TDC, destructive and opt-in because it edits the directory): removing the user from a directory group
 changes what the next job sees, and adding it back restores it.
 
@@ -23,9 +23,12 @@ import time
 import pytest
 
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
+from pytest_slurmflox.nsslocal import account_problems
+from pytest_slurmflox.nsslocal import probe_script as nss_probe
 from pytest_slurmflox.run import SSHRunner
 
-from ._support import _q, on_each, per_node, require, requirement
+from ._cohort import across
+from ._support import on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance]
 
@@ -115,27 +118,28 @@ def test_a_directory_user_logs_in_with_a_key_and_its_tasks_carry_the_directory_i
 
 @pytest.mark.TD
 def test_no_worker_holds_the_directory_user_or_its_groups(target, submit, workers):
+    """Each worker's resolver, every source its nsswitch.conf lists, in one step (nsslocal.py): no source that keeps
+    accounts on the worker answers for the user, its uid, its groups (by name and gid) or its memberships; the
+    directory or nss_slurm answering is what should happen, and is named."""
     ident = _expected(target)
-    names = "," + ",".join(ident.groups.values()) + ","
-    gids = "," + ",".join(str(g) for g in ident.groups) + ","
-    script = (
-        f"awk -F: -v u={_q(ident.user)} -v n={ident.uid} '$1==u || $3==n {{print \"passwd:\" $0}}' /etc/passwd; "
-        f"awk -F: -v u={_q(ident.user)} -v names={_q(names)} -v gids={_q(gids)} "
-        '\'index(names, "," $1 ",") || index(gids, "," $3 ",") || index("," $4 ",", "," u ",") '
-        '{print "group:" $0}\' /etc/group; echo checked'
+    queries = [("passwd", ident.user), ("passwd", str(ident.uid)), ("initgroups", ident.user)]
+    queries += [("group", name) for name in ident.groups.values()] + [("group", str(gid)) for gid in ident.groups]
+    step = across(submit, workers, nss_probe(queries))
+    answered: list[str] = []
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        problems, who = account_problems(lines, queries)
+        answered.extend(f"{node}: {w}" for w in who)
+        return "; ".join(problems) or None
+
+    problems = step.wrong(judge)
+    requirement(
+        not problems,
+        f"no worker holds a local account or group for {ident.user} (uid {ident.uid}, groups "
+        f"{','.join(ident.groups.values())}): the worker learns the identity from Slurm only: " + "; ".join(problems),
+        "answered by a non-local source: " + ("; ".join(answered) or "none"),
+        step.result,
     )
-    res = on_each(submit, workers, script)
-    seen = per_node(res)
-    requirement(res.ok and sorted(seen) == sorted(workers), "every worker read its /etc/passwd and /etc/group", res)
-    for node, lines in sorted(seen.items()):
-        found = [line for line in lines if line != "checked"]
-        requirement(
-            not found and "checked" in lines,
-            f"{node}: nothing about {ident.user} (uid {ident.uid}, groups {names.strip(',')}) in /etc/passwd or "
-            "/etc/group: the worker learns the identity from Slurm only",
-            *found,
-            res,
-        )
 
 
 def _editor(target):

@@ -16,6 +16,8 @@ import re
 import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
+from pytest_slurmflox.nsslocal import account_problems
+from pytest_slurmflox.nsslocal import probe_script as nss_probe
 
 from ._cohort import across
 from ._support import _q, declared, on_each, per_node, requirement
@@ -59,22 +61,27 @@ def test_task_identity_matches_the_login_identity(submit, workers, login, target
 
 
 def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
-    """No worker's /etc/passwd holds the user's name or the user's uid (a baked-in image account that collides
-    with the site's uid is a local account for that user too: files and processes would carry its name outside
-    Slurm's tasks). The name and uid are the login endpoint's; every worker is checked and each offender named."""
+    """No worker's resolver answers for the user's name, the user's uid or the user's group memberships from a
+    source that keeps accounts on the worker itself (files, compat, extrausers, systemd...: nsslocal.py); a baked-in
+    image account that collides with the site's uid is a local account for that user too. Each worker asks every
+    source its nsswitch.conf lists, in one step; nss_slurm (``slurm``, which answers for the job's user during the
+    step) or a directory answering is fine, and is named. The name and uid are the login endpoint's."""
     user, uid = login.run("id -un && id -u").check().stdout.split()[-2:]
-    # awk prints each /etc/passwd entry that names the user or holds the uid; "checked" proves the node answered
-    script = f"awk -F: -v u={_q(user)} -v i={_q(uid)} '$1 == u || $3 == i' /etc/passwd && echo checked"
-    res = on_each(submit, workers, script)
-    seen = per_node(res)
-    offenders = {node: [e for e in lines if e != "checked"] for node, lines in sorted(seen.items())}
-    offenders = {node: entries for node, entries in offenders.items() if entries}
-    answered = {node for node, lines in seen.items() if "checked" in lines}
+    queries = [("passwd", user), ("passwd", uid), ("initgroups", user)]
+    step = across(submit, workers, nss_probe(queries))
+    answered: list[str] = []
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        problems, who = account_problems(lines, queries)
+        answered.extend(f"{node}: {w}" for w in who)
+        return "; ".join(problems) or None
+
+    problems = step.wrong(judge)
     requirement(
-        res.ok and answered == set(workers) and not offenders,
-        f"no worker has an /etc/passwd entry named {user} or with uid {uid} (identity comes from Slurm); "
-        + "; ".join(f"{node} has {entries}" for node, entries in offenders.items()),
-        res,
+        not problems,
+        f"no worker holds a local account for {user} (uid {uid}; identity comes from Slurm): " + "; ".join(problems),
+        "answered by a non-local source: " + ("; ".join(answered) or "none"),
+        step.result,
     )
 
 

@@ -16,7 +16,9 @@ from pytest_slurmflox import declared as table
 from pytest_slurmflox.declared import (
     COMMON_KEYS,
     GROUP_KEYS,
+    KUBERNETES_GROUP_KEYS,
     KUBERNETES_KEYS,
+    PLACEMENT,
     readme_table,
     required,
     undeclared,
@@ -127,9 +129,12 @@ def test_a_kubernetes_section_needs_its_namespace_and_nodeset_for_every_group():
     doc = {**FULL, "kubernetes": {"kubeconfig": "/dev/null"}}
     found = undeclared(parse_target(doc))
     assert set(found) == set(GROUPS)
-    assert all(keys == list(KUBERNETES_KEYS) for keys in found.values())
+    assert all(keys == list(KUBERNETES_KEYS) + list(KUBERNETES_GROUP_KEYS.get(g, ())) for g, keys in found.items())
     doc["kubernetes"] = {"kubeconfig": "/dev/null", "namespace": "slurm", "nodeset": "compute"}
+    assert undeclared(parse_target(doc)) == {"T10": list(PLACEMENT)}  # its placement check: the pool's own
+    doc["kubernetes"] |= {"worker_label": "site.example/hpc=yes", "worker_taint": "site.example/hpc:NoExecute"}
     assert undeclared(parse_target(doc)) == {}
+    assert "T10" not in undeclared(parse_target({**FULL}))  # no kubernetes section: no placement to declare
 
 
 def test_the_start_message_lists_the_missing_keys_per_group():
@@ -203,7 +208,10 @@ def declared_by_suites() -> dict[str, set[str]]:
 
 def test_the_suites_ask_for_exactly_the_tables_keys():
     by_suites = {group: keys for group, keys in declared_by_suites().items() if keys}
-    assert by_suites == {group: set(keys) for group, keys in GROUP_KEYS.items()}
+    table_keys = {group: set(keys) for group, keys in GROUP_KEYS.items()}
+    for group, keys in KUBERNETES_GROUP_KEYS.items():
+        table_keys.setdefault(group, set()).update(keys)
+    assert by_suites == table_keys
 
 
 def test_the_cohort_preflight_asks_for_the_common_keys():

@@ -238,3 +238,20 @@ def test_expected_revision_is_the_revision_code_on_the_declared_settings():
     assert expected_revision(settings, image) == runtime_revision(settings, image=image)
     other = settings.replace(worker_path_precedence="append")
     assert expected_revision(other, image) != expected_revision(settings, image)
+
+
+def test_a_task_without_any_flox_runtime_is_named_unrealized():
+    """#26: T2/TP FAIL "declared environment not realized" on this decision, instead of SKIPping for a missing
+    record. Environments as a task shows them under --export=NONE (what slurmd and the TaskProlog gave it)."""
+    from pytest_slurmflox.expectations import unrealized_environment
+
+    bare = {"SLURM_JOB_ID": "7", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    assert unrealized_environment(bare) == (
+        "no FLOX_ENV and no PATH entry of a Flox environment (PATH '/usr/local/bin:/usr/bin:/bin': the system's)"
+    )
+    assert "PATH unset" in str(unrealized_environment({"SLURM_JOB_ID": "7"}))
+    assert unrealized_environment({**bare, "FLOX_ENV": "/run/flox/env"}) is None
+    nix = "/nix/store/0c9f2x-environment-hpc/bin:/usr/bin"
+    assert unrealized_environment({"PATH": nix}) is None  # half an activation: for the content checks to judge
+    assert unrealized_environment({"PATH": "/home/u/proj/.flox/run/x86_64-linux.hpc/bin:/usr/bin"}) is None
+    assert unrealized_environment({**bare, "FLOX_ENV": ""}) is not None  # empty is not set

@@ -158,7 +158,9 @@ def test_local_account_for_the_user_on_workers_fails_ti(deployment):
     failed = run.outcomes("failure")
     assert failed == ["test_ti_identity::test_workers_hold_no_local_account_for_the_user"], run.output[-3000:]
     message = run.messages()
-    assert f"worker1 has ['{same_name}']" in message and f"worker2 has ['{same_uid}']" in message, message[-3000:]
+    # each worker's resolver, asked source by source, names the local source that answered (#26)
+    assert f"worker1: the local files source answers passwd {user}: {same_name}" in message, message[-3000:]
+    assert f"worker2: the local files source answers passwd {uid}: {same_uid}" in message, message[-3000:]
     assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
     passes_again(deployment, "-m", "TI")
 

@@ -13,6 +13,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from ...labels import LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
 from ...revision import runtime_revision
 from ...state import WorkerRevisionFile, write_secret
 from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
@@ -185,7 +186,14 @@ def target_spec(sub: QemuSubstrate) -> TargetSpec:
         workdir=sub.workdir.root,
         login=login,
         admin=dataclasses.replace(login, user="root"),
-        kubernetes=KubeSpec(sub.workdir.kubeconfig, None, NAMESPACE_SLURM, "slurm-worker-compute"),
+        kubernetes=KubeSpec(
+            sub.workdir.kubeconfig,
+            None,
+            NAMESPACE_SLURM,
+            "slurm-worker-compute",
+            worker_label=f"{LABEL_NATIVE_WORKER}=true",
+            worker_taint=TAINT_NATIVE_WORKER,
+        ),
         partition="all",
         identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid)
         if s.test_identity
