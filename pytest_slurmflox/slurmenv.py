@@ -55,7 +55,8 @@ PER_TASK = frozenset(
 #: Values a job's identity enters: different in every batch job (one per worker), the same within one step.
 PER_JOB = re.compile(
     r"SLURM_(JOB_?ID|JOB_NAME|JOB_START_TIME|JOB_END_TIME|(JOB_|STEP_)?NODELIST|STEP_?ID|SRUN_COMM_PORT|"
-    r"STEP_LAUNCHER_PORT|TASK_PID|JOB_NUM_NODES|NNODES|STEP_NUM_NODES|TASKS_PER_NODE|STEP_TASKS_PER_NODE)\Z"
+    r"STEP_LAUNCHER_PORT|TASK_PID|JOB_NUM_NODES|NNODES|STEP_NUM_NODES|TASKS_PER_NODE|STEP_TASKS_PER_NODE|"
+    r"NODE_ALIASES)\Z"  # 22.05 names the job's nodes and addresses in SLURM_NODE_ALIASES: per job, like its nodelist
     r"|PMIX_\w*"  # the PMIx server's namespace, URIs and temporary directories are the job's
 )
 

@@ -154,5 +154,18 @@ def preflight_step(jobs, nodes: Sequence[str], deadline: int = PREFLIGHT_DEADLIN
     """One short step on every worker, bounded by ``deadline`` seconds: the problems name each worker that did not
     answer (its slurmd stopped or hung, though Slurm has not marked it yet)."""
     step = across(jobs, nodes, "echo answered", args=f"--immediate={deadline // 2}", timeout=deadline)
+    if step.result.exit_status in (126, 127) and not step.lines:
+        # srun itself could not run at the login endpoint: nothing here says anything about the workers, and the
+        # submit path is T9's to judge (every check that submits fails on its own)
+        return [], step
+    reached = reached_workers(step.result.stdout + step.result.stderr)
     problems = step.wrong(lambda node, lines: None if lines == ["answered"] else f"answered {lines!r}")
+    problems = [p for p in problems if not (p.split(":", 1)[0] in reached and "no line of ours" in p)]
     return [f"worker {p} (one short step on every worker, {deadline} s deadline)" for p in problems], step
+
+
+def reached_workers(text: str) -> set[str]:
+    """Workers whose slurmstepd ran the step although the task printed nothing: the task failed there
+    (``slurmstepd-worker2: error: TaskProlog failed``, ``srun: error: worker2: task 1: Exited``). Such a worker
+    answers; what its tasks see (a task profile that fails closed) is for the groups to judge (T3, TP)."""
+    return set(re.findall(r"slurmstepd-([^:\s]+): ", text)) | set(re.findall(r"srun: error: ([^:\s]+): task \d+", text))

@@ -34,8 +34,8 @@ def test_cohort_is_what_slurm_lists_and_the_owner_owns(target):
 
 
 def test_every_worker_has_the_pinned_generations_content(target, submit, workers, expect):
+    declared(target, *ENV)  # what is compared with comes first: undeclared is NOT RUN naming the key
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode, submit)
-    declared(target, *ENV)
     for node, rt in records.items():
         requirement(
             rt.ref == expect.environment,

@@ -66,3 +66,15 @@ def test_across_names_the_worker_a_step_could_not_launch_on():
         "worker1: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
         "worker2: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
     ]
+
+
+def test_a_worker_whose_task_failed_there_still_answered_the_preflight():
+    """A TaskProlog that fails closed on worker2 is T3's FAIL, not a dead worker: its slurmstepd ran the step."""
+    from pytest_slurmflox.suites._cohort import reached_workers
+
+    text = (
+        "slurmstepd-worker2: error: TaskProlog failed status=1\n"
+        "srun: error: worker2: task 1: Exited with exit code 1\n"
+        "srun: error: Task launch for StepId=9.0 failed on node worker3: Communication connection failure\n"
+    )
+    assert reached_workers(text) == {"worker2"}

@@ -61,3 +61,13 @@ def test_batch_jobs_differ_in_their_identity_only():
     jobs = {f"w{i}": task(f"w{i}", 0, SLURM_JOB_ID=str(100 + i)) for i in (1, 2)}
     assert consistency_problems(jobs, one_step=False) == {}
     assert set(consistency_problems(jobs, one_step=True)) == {"w1", "w2"}  # one step: one job id; two disagree
+
+
+def test_batch_jobs_on_slurm_22_05_name_their_own_node_aliases():
+    """Slurm 22.05 sets SLURM_NODE_ALIASES to the job's nodes and addresses: one batch job per worker differs there
+    (seen on the bookworm cluster: a false FAIL of TP and TR on a healthy 22.05 cluster)."""
+    jobs = {
+        f"w{i}": task(f"w{i}", 0, SLURM_JOB_ID=str(100 + i), SLURM_NODE_ALIASES=f"w{i}:[10.0.0.{i}]:w{i}")
+        for i in (1, 2)
+    }
+    assert consistency_problems(jobs, one_step=False) == {}
