@@ -19,8 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pytest_slurmflox"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
-#: Modules other work is splitting right now (issue 15, item 4); listed by name so nothing else can hide here.
-BEING_SPLIT = {"substrates/local/substrate.py", "substrates/qemu/testimage.py"}
+SUITES = ROOT / "suites"
 
 
 def _modules() -> list[Path]:
@@ -33,9 +32,10 @@ def _name(path: Path) -> str:
 
 
 def _size_offenders() -> list[str]:
+    """The package and the suites (issue 28: ``suites/`` is held to the same rules)."""
     offenders = []
-    for path in _modules():
-        rel = str(path.relative_to(PACKAGE))
+    for path in [*_modules(), *sorted(SUITES.glob("*.py"))]:
+        rel = str(path.relative_to(ROOT))
         text = path.read_text()
         lines = len(text.splitlines())
         if lines > MAX_MODULE_LINES:
@@ -50,14 +50,6 @@ def _size_offenders() -> list[str]:
 
 def test_no_module_over_400_lines_and_no_function_over_60():
     offenders = _size_offenders()
-    outside = [o for o in offenders if o.split(":")[0] not in BEING_SPLIT]
-    assert outside == [], "\n".join(offenders)
-
-
-def test_the_modules_being_split_are_still_the_only_exception():
-    """Fails while substrates/local/substrate.py or substrates/qemu/testimage.py are too big: their split is other
-    work of issue 15. Strict: once it lands this XPASSes, which fails the run until the marker is removed."""
-    offenders = [o for o in _size_offenders() if o.split(":")[0] in BEING_SPLIT]
     assert offenders == [], "\n".join(offenders)
 
 
