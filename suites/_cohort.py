@@ -169,3 +169,20 @@ def reached_workers(text: str) -> set[str]:
     (``slurmstepd-worker2: error: TaskProlog failed``, ``srun: error: worker2: task 1: Exited``). Such a worker
     answers; what its tasks see (a task profile that fails closed) is for the groups to judge (T3, TP)."""
     return set(re.findall(r"slurmstepd-([^:\s]+): ", text)) | set(re.findall(r"srun: error: ([^:\s]+): task \d+", text))
+
+
+def local_accounts(jobs, nodes: Sequence[str], queries: list[tuple[str, str]]) -> tuple[list[str], list[str], Across]:
+    """Ask every worker's resolver ``queries`` (``getent -s <source>`` per nsswitch source, one step across the
+    cohort; pytest_slurmflox/nsslocal.py): the problems (a local source answered, naming worker and source), the
+    non-local answers (``node: source``, evidence that the identity came from elsewhere) and the step."""
+    from pytest_slurmflox.nsslocal import account_problems, probe_script
+
+    step = across(jobs, nodes, probe_script(queries))
+    answered: list[str] = []
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        problems, who = account_problems(lines, queries)
+        answered.extend(f"{node}: {w}" for w in who)
+        return "; ".join(problems) or None
+
+    return step.wrong(judge), answered, step

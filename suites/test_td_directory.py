@@ -23,11 +23,9 @@ import time
 import pytest
 
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
-from pytest_slurmflox.nsslocal import account_problems
-from pytest_slurmflox.nsslocal import probe_script as nss_probe
 from pytest_slurmflox.run import SSHRunner
 
-from ._cohort import across
+from ._cohort import local_accounts
 from ._support import on_each, per_node, require, requirement
 
 pytestmark = [pytest.mark.acceptance]
@@ -124,15 +122,7 @@ def test_no_worker_holds_the_directory_user_or_its_groups(target, submit, worker
     ident = _expected(target)
     queries = [("passwd", ident.user), ("passwd", str(ident.uid)), ("initgroups", ident.user)]
     queries += [("group", name) for name in ident.groups.values()] + [("group", str(gid)) for gid in ident.groups]
-    step = across(submit, workers, nss_probe(queries))
-    answered: list[str] = []
-
-    def judge(node: str, lines: list[str]) -> str | None:
-        problems, who = account_problems(lines, queries)
-        answered.extend(f"{node}: {w}" for w in who)
-        return "; ".join(problems) or None
-
-    problems = step.wrong(judge)
+    problems, answered, step = local_accounts(submit, workers, queries)
     requirement(
         not problems,
         f"no worker holds a local account or group for {ident.user} (uid {ident.uid}, groups "

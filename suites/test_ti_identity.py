@@ -16,10 +16,8 @@ import re
 import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
-from pytest_slurmflox.nsslocal import account_problems
-from pytest_slurmflox.nsslocal import probe_script as nss_probe
 
-from ._cohort import across
+from ._cohort import across, local_accounts
 from ._support import _q, declared, on_each, per_node, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
@@ -68,15 +66,7 @@ def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
     step) or a directory answering is fine, and is named. The name and uid are the login endpoint's."""
     user, uid = login.run("id -un && id -u").check().stdout.split()[-2:]
     queries = [("passwd", user), ("passwd", uid), ("initgroups", user)]
-    step = across(submit, workers, nss_probe(queries))
-    answered: list[str] = []
-
-    def judge(node: str, lines: list[str]) -> str | None:
-        problems, who = account_problems(lines, queries)
-        answered.extend(f"{node}: {w}" for w in who)
-        return "; ".join(problems) or None
-
-    problems = step.wrong(judge)
+    problems, answered, step = local_accounts(submit, workers, queries)
     requirement(
         not problems,
         f"no worker holds a local account for {user} (uid {uid}; identity comes from Slurm): " + "; ".join(problems),
