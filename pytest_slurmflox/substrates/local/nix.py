@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...state import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
 
@@ -82,6 +83,16 @@ class NixStore:
         ``nix-store --gc``; the store itself stays, like the image cache."""
         shutil.rmtree(self.profiles_dir, ignore_errors=True)
 
+    def remove_profile(self, worker: str) -> None:
+        """Forget one worker's profile and its generation links (a worker removed from the cohort, #29)."""
+        for link in (self.profiles_dir / worker, *self.profiles_dir.glob(f"{worker}-*-link")):
+            link.unlink(missing_ok=True)
+
+    def profile_links(self, worker: str) -> list[Path]:
+        """What of ``worker``'s profile exists on the host (the profile and its generation links)."""
+        named = [self.profiles_dir / worker] if (self.profiles_dir / worker).is_symlink() else []
+        return named + sorted(self.profiles_dir.glob(f"{worker}-*-link"))
+
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run one Nix command with the store mounted on /nix in a private mount namespace."""
         self.nix_dir.mkdir(parents=True, exist_ok=True)
@@ -104,10 +115,7 @@ class NixStore:
     def _expression(self) -> Path:
         path = self.root / "slurmflox-env.nix"
         if not path.is_file() or path.read_text() != DERIVATION_NIX:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(DERIVATION_NIX)
-            os.replace(tmp, path)
+            atomic_write(path, DERIVATION_NIX)  # workers converge at once: never one shared temp file
         return path
 
     def instantiate(self, ref: str) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...abilities import DirectoryChanges, IsolatingWorkers, RuntimeRecord, ServiceRestart
@@ -199,14 +201,12 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
         """Remove workers beyond COMPUTE_REPLICAS, converge the wanted ones with ``deployed``; their names."""
         wanted = self.cluster.worker_names()
         self._remove_surplus(wanted)
-        for name in wanted:
-            self.converge_worker(name, deployed, deployed.worker_flox_ref, boot, revision)
+        each(wanted, lambda name: self.converge_worker(name, deployed, deployed.worker_flox_ref, boot, revision))
         return wanted
 
     def _remove_surplus(self, wanted: list[str]) -> None:
-        for name in self.cluster.all_node_names():
-            if name.startswith("worker") and name not in wanted:
-                self.remove_worker(name)
+        surplus = [n for n in self.cluster.all_node_names() if n.startswith("worker") and n not in wanted]
+        each(surplus, self.remove_worker)
 
     def _replace(self, settings: Settings) -> str:
         """Replace the whole cohort with ``settings``' runtime (each worker restarted); new revision."""
@@ -317,7 +317,20 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
             self.cluster.forget_slurm_node(name)
         self.cluster.fabric.remove_node(name)
         self.cluster.recorded_cgroups().remove_node(name)
+        self.nix_store().remove_profile(name)
         rmtree(node.dir)
+
+
+#: How many workers are started or removed at once: a worker's own steps (a Nix profile, a namespace, a cgroup, a
+#: process) mostly wait on the kernel and on Nix, so a cohort of 32 converges in seconds, not one worker at a time.
+CONVERGE_AT_ONCE = 8
+
+
+def each(names: Iterable[str], step: Callable[[str], None]) -> None:
+    """``step`` for every worker, ``CONVERGE_AT_ONCE`` at a time; the first failure is raised once all are done."""
+    with ThreadPoolExecutor(max_workers=CONVERGE_AT_ONCE, thread_name_prefix="sfx-worker") as pool:
+        for future in [pool.submit(step, name) for name in names]:
+            future.result()
 
 
 def _isolated_address(index: int) -> str:

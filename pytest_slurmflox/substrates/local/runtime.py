@@ -25,6 +25,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from ...state import atomic_write
+
 OWNER = "local"
 ENVS_ROOT = Path(__file__).resolve().parents[2] / "envs"
 _REF = re.compile(r"(?P<owner>[A-Za-z0-9][A-Za-z0-9_.-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*):(?P<gen>[1-9][0-9]*)\Z")
@@ -354,12 +356,8 @@ def ensure_record(ref: EnvRef, store: Path, entry: Path) -> RealizationRecord:
     if existing is not None:
         return existing
     record = make_record(ref, entry)
-    path = record_file(store, entry.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record.as_dict(), indent=2, sort_keys=True) + "\n")
-    tmp.chmod(0o644)
-    tmp.rename(path)
+    # workers of one cohort converge at once (pool.each): the same record may be written by several, atomically
+    atomic_write(record_file(store, entry.name), json.dumps(record.as_dict(), indent=2, sort_keys=True) + "\n")
     return record
 
 
