@@ -99,6 +99,8 @@ def longest_alone(nodeid: str, workers: int, extra: list[str], reports: Path, ru
     concurrent run can approach."""
     return _pytest(
         nodeid,
+        "-m",
+        "acceptance",  # a named check is still only run in an acceptance run
         f"--slurmflox-workers={workers}",
         f"--slurmflox-reports={reports}",
         f"--slurmflox-run-id={run_id}",
