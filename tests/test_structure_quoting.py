@@ -5,7 +5,8 @@ into that text by an f-string, ``%`` or ``.format`` (a partition from the target
 a run id) becomes shell syntax if it holds a space, ``;`` or ``$(...)``. The one way in is
 :func:`pytest_slurmflox.run.quoted` (a value inside the line) or the runner's ``*args`` / ``command_line``
 (values appended), both ``shlex.quote``. This test reads the AST of the package and the suites and fails on a
-``.run(...)`` whose command interpolates anything else than a constant or a quoted value.
+``.run(...)`` whose command interpolates anything else than a constant or a quoted value, also where the command
+is ``"sep".join(...)`` of parts (a comprehension, or a list built with ``append`` in the same function).
 
 What it cannot see: a command built in another function and passed in (a parameter is the caller's business, and
 the caller's own ``.run`` is checked where it builds the text), and helpers that take shell text by contract
@@ -23,9 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SCANNED = (ROOT / "pytest_slurmflox", ROOT / "suites")
 #: Calls whose first argument is a command line for a shell somewhere: a runner's ``run``, a qemu guest's ``root``.
 COMMAND_METHODS = {"run", "root"}
-#: Quoting helpers: what comes out of them is safe shell text. New code uses run.py's ``quoted``/``command_line``;
-#: ``shlex.quote`` is what they call, and suites/_support.py's ``_q`` is ``shlex.quote`` under a short name.
-QUOTING = {"quoted", "command_line", "quote", "_q"}
+#: Quoting templates: their first argument is command text (checked like any), their other values come out quoted.
+#: New code uses run.py's ``quoted``/``command_line``.
+TEMPLATES = {"quoted", "command_line"}
+#: Quoting one value: what comes out is one shell word whatever went in. ``shlex.quote`` is what the templates call;
+#: suites/_support.py's ``_q`` is ``shlex.quote`` under a short name.
+QUOTERS = {"quote", "_q"}
 #: Attributes that are shell text by construction, not values.
 SHELL_TEXT_ATTRIBUTES = {
     "outdir",  # submit.Jobs.outdir: run.quoted(RUNS_DIR/%s, run id); must stay unquoted text to expand $HOME
@@ -36,17 +40,6 @@ ALLOWED = {
     # script); the values it adds itself (job name, partition) go through quoted()
     ("pytest_slurmflox/submit.py", "Jobs.srun"): "args and command are shell text by contract",
     ("suites/test_t10_isolation.py", "_admin_srun.srun"): "Jobs.srun's contract, as root",
-}
-#: suites/ files another change is rewriting (issue 28, suites split): their remaining interpolations, counted so
-#: none is added. Bring a count down when a file is converted; the test fails until this table says so.
-PENDING_SUITES = {
-    "suites/test_t05_interactive.py": 1,
-    "suites/test_t06_mpi.py": 1,
-    "suites/test_t07_policy.py": 2,
-    "suites/test_t09_storage_login.py": 1,
-    "suites/test_ta_accounting.py": 4,
-    "suites/test_tar_accounting_restart.py": 1,
-    "suites/test_tp_provenance.py": 3,
 }
 _CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
 
@@ -67,6 +60,17 @@ class Finding:
 def _call_name(node: ast.Call) -> str:
     func = node.func
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _is_join(node: ast.expr) -> bool:
+    """``"<constant separator>".join(one iterable)``: command text made of parts."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and isinstance(node.func.value, ast.Constant)
+        and len(node.args) == 1
+    )
 
 
 class _Checker(ast.NodeVisitor):
@@ -121,14 +125,42 @@ class _Checker(ast.NodeVisitor):
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format":
             values = [*expr.args, *(k.value for k in expr.keywords)]
             return [v for v in values if not self._safe(v, seen)]
-        if isinstance(expr, ast.Call) and _call_name(expr) in QUOTING and expr.args:
+        if isinstance(expr, ast.Call) and _call_name(expr) in TEMPLATES and expr.args:
             return self._command(expr.args[0], seen)  # the template itself must not smuggle a value in
+        if _is_join(expr):
+            return self._joined(expr.args[0], seen)
         if isinstance(expr, ast.IfExp):
             return self._command(expr.body, seen) + self._command(expr.orelse, seen)
         if isinstance(expr, ast.Name) and expr.id not in seen:
             # a command text built earlier in the same function is checked as if written in place
             return [bad for value in self._assigned(expr.id) for bad in self._command(value, seen | {expr.id})]
         return []  # a parameter or a helper's result: checked where that text is built
+
+    def _joined(self, parts: ast.expr, seen: set[str]) -> list[ast.expr]:
+        """``"sep".join(parts)`` as command text: each part of a comprehension is more command text (or a value
+        that must be safe); any other iterable (a list of job ids) is a value no quoting helper saw."""
+        if isinstance(parts, ast.GeneratorExp | ast.ListComp):
+            return self._operand(parts.elt, seen)
+        if isinstance(parts, ast.Name) and parts.id not in seen and self._assigned(parts.id):
+            # a list of command texts built in this function: every element and every append must be safe
+            inner = seen | {parts.id}
+            return [bad for item in self._items(parts.id) for bad in self._operand(item, inner)]
+        return [parts]
+
+    def _items(self, name: str) -> list[ast.expr]:
+        """The elements list ``name`` gets in the enclosing function: literal elements, ``.append``/``.extend``
+        arguments (an extend's argument as one item, unless it is a literal list); anything else is one item."""
+        scope = next(s for s in reversed(self.stack) if not isinstance(s, ast.ClassDef))
+        items: list[ast.expr] = []
+        for value in self._assigned(name):
+            items.extend(value.elts if isinstance(value, ast.List | ast.Tuple) else [value])
+        for node in ast.walk(scope):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name:
+                for arg in node.args if func.attr in ("append", "extend") else []:
+                    literal = func.attr == "extend" and isinstance(arg, ast.List | ast.Tuple)
+                    items.extend(arg.elts if literal else [arg])
+        return items
 
     def _operand(self, side: ast.expr, seen: set[str]) -> list[ast.expr]:
         """One side of ``+``: more command text, or a value that must be safe."""
@@ -147,8 +179,12 @@ class _Checker(ast.NodeVisitor):
             return bool(assigned) and all(self._safe(a, seen | {value.id}) for a in assigned)
         if isinstance(value, ast.Attribute):
             return bool(_CONSTANT_NAME.match(value.attr)) or value.attr in SHELL_TEXT_ATTRIBUTES
-        if isinstance(value, ast.Call) and _call_name(value) in QUOTING:
+        if isinstance(value, ast.Call) and _call_name(value) in QUOTERS:
+            return True
+        if isinstance(value, ast.Call) and _call_name(value) in TEMPLATES:
             return not (value.args and self._command(value.args[0], seen))
+        if _is_join(value):
+            return not self._command(value, seen)
         if isinstance(value, ast.JoinedStr | ast.BinOp):
             return not self._command(value, seen)
         return False
@@ -171,17 +207,8 @@ def _findings() -> list[Finding]:
 
 
 def test_no_value_reaches_a_remote_shell_unquoted():
-    findings = _findings()
-    offenders = [str(f) for f in findings if f.file not in PENDING_SUITES]
+    offenders = [str(f) for f in _findings()]
     assert not offenders, "interpolate with run.quoted() or pass runner args:\n" + "\n".join(offenders)
-
-
-def test_the_pending_suites_only_shrink():
-    counts: dict[str, int] = {}
-    for finding in _findings():
-        if finding.file in PENDING_SUITES:
-            counts[finding.file] = counts.get(finding.file, 0) + 1
-    assert counts == PENDING_SUITES, f"update PENDING_SUITES to what is left: {counts}"
 
 
 def test_the_allow_list_names_real_places():
@@ -220,5 +247,26 @@ def test_the_checker_accepts_constants_quoted_values_and_runner_args():
         '    prefix = quoted("cd %s &&", node)\n'
         '    sh.run(f"{prefix} ls")\n'
         '    sh.run(command_line(f"kubectl --kubeconfig {KUBECONFIG}", [node]))\n'
+    )
+    assert unquoted_values(good) == []
+
+
+def test_the_checker_reads_joined_command_text():
+    bad = (
+        "def f(sh, jobs, outdir):\n"
+        '    sh.run(" ; ".join(f"cat {outdir}/{job}.out" for job in jobs))\n'
+        '    sh.run("scancel " + " ".join(jobs))\n'
+        "    steps = []\n"
+        '    steps.append(f"sacctmgr add user {outdir}")\n'
+        '    sh.run(" && ".join(steps))\n'
+    )
+    assert [f.values for f in unquoted_values(bad)] == [("outdir", "job"), ("' '.join(jobs)",), ("outdir",)]
+    good = (
+        "def f(sh, jobs, outdir):\n"
+        '    sh.run(" ; ".join(quoted("cat %s/%s.out", outdir, job) for job in jobs))\n'
+        '    sh.run("scancel " + " ".join(quote(job) for job in jobs))\n'
+        '    steps = [quoted("mkdir -p %s", outdir)]\n'
+        '    steps.append(quoted("sacctmgr add user %s", outdir))\n'
+        '    sh.run(" && ".join(steps))\n'
     )
     assert unquoted_values(good) == []
