@@ -15,7 +15,6 @@ from pytest_slurmflox.options import checked_run_id, run_id_of
 from pytest_slurmflox.run import LocalRunner, quoted
 from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.submit import Jobs
-from pytest_slurmflox.sweep import sweep_run
 
 HOSTILE_RUN_IDS = ["../x", "a/../../b", "a..b", "$(touch {marker})", "a b", "x;touch {marker}", "-rf", "a" * 65]
 
@@ -84,24 +83,3 @@ def test_a_hostile_group_name_reaches_chgrp_quoted(tmp_path: Path):
     result = LocalRunner().run(script)
     assert not result.ok and "invalid group" in result.stderr
     assert path.exists() and not marker.exists()
-
-
-def test_the_sweep_quotes_the_run_id_even_if_validation_were_bypassed(tmp_path: Path, monkeypatch):
-    """Belt and braces: the run id is checked at parse time, and the sweep still quotes it."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("HOME", str(home))
-    (home / "slurmflox-runs" / "other-run").mkdir(parents=True)
-    marker = tmp_path / "pwned"
-    sweep_run(LocalRunner(), None, f"x; touch {marker}; rm -rf $HOME", keep=False)
-    assert not marker.exists()
-    assert (home / "slurmflox-runs" / "other-run").is_dir()
-
-
-def test_the_sweep_removes_the_runs_own_directory(tmp_path: Path, monkeypatch):
-    home = tmp_path / "home with space"
-    monkeypatch.setenv("HOME", str(home))
-    (home / "slurmflox-runs" / "r1" / "sub").mkdir(parents=True)
-    (home / "slurmflox-runs" / "r2").mkdir()
-    sweep_run(LocalRunner(), None, "r1", keep=False)
-    assert not (home / "slurmflox-runs" / "r1").exists()
-    assert (home / "slurmflox-runs" / "r2").is_dir()
