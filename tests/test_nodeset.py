@@ -163,11 +163,10 @@ def test_the_slurm_node_name_comes_from_the_operators_pod_hostname_label():
     internal/controller/nodeset/utils/utils.go). T1 keys the runtime provider's realization by that name."""
     from pytest_slurmflox.nodeset import LABEL_POD_HOSTNAME, worker_name
 
-    assert LABEL_POD_HOSTNAME == "nodeset.slinky.slurm.net/pod-hostname"
-    pod = {
+    pod = {  # the labels spelled as the operator writes them, not through our constant
         "metadata": {
             "name": "slurm-worker-compute-0",
-            "labels": {LABEL_POD_HOSTNAME: "compute-0", "nodeset.slinky.slurm.net/pod-index": "0"},
+            "labels": {"nodeset.slinky.slurm.net/pod-hostname": "compute-0", "nodeset.slinky.slurm.net/pod-index": "0"},
         },
         "spec": {},
     }

@@ -36,7 +36,7 @@ SITE_NODES = [
 def test_parse_and_spell():
     assert SITE.label == "pool.example.org/hpc=compute" and SITE.taint == "pool.example.org/hpc=compute:NoExecute"
     assert Placement.parse("a/b=1", "a/b:NoSchedule").taint == "a/b:NoSchedule"
-    assert REFERENCE_PLACEMENT.label == "slinky.local/native-worker=true"
+    assert Placement.parse(REFERENCE_PLACEMENT.label, REFERENCE_PLACEMENT.taint) == REFERENCE_PLACEMENT  # round trip
     for label, taint in (("nolabelvalue", "a:NoSchedule"), ("a=b", "no-effect")):
         with pytest.raises(ValueError):
             Placement.parse(label, taint)

@@ -85,8 +85,12 @@ def test_collection_errors_block_sign_off():
     assert not so.signed and "ImportError" in so.reasons[0]
 
 
-def test_required_groups_exclude_destructive_ones():
-    assert "T11R" not in REQUIRED_GROUPS and "T3" in REQUIRED_GROUPS and "TW" in REQUIRED_GROUPS
+def test_a_run_that_never_ran_a_destructive_group_signs_off_and_one_without_t3_does_not():
+    """The destructive groups are opt-in (T11R/U/C/F, TDC, TAR): a sign-off never waits for them; T3 it needs."""
+    destructive = {"T11R", "T11U", "T11C", "T11F", "TDC", "TAR"}
+    assert decide([c for c in _all_required_pass() if c.group not in destructive], requested=True).signed
+    so = decide([c for c in _all_required_pass() if c.group != "T3"], requested=True)
+    assert not so.signed and any("T3" in reason for reason in so.reasons)
 
 
 def test_summary_text_and_html_show_every_group_and_escape():

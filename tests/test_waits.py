@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.waits import (
-    LIMIT_SLACK,
     START_SLACK,
     WaitTimedOut,
     job_timeout,
@@ -22,14 +21,13 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 
 
 def test_a_job_gets_its_runtime_plus_one_pass_per_stage():
-    assert job_timeout() == START_SLACK == 60.0
+    assert job_timeout() == START_SLACK  # a job with no runtime of its own still gets its pass
     assert job_timeout(4, stages=2) == 4 + 2 * START_SLACK
     assert job_timeout(300) == 360.0
 
 
 def test_a_time_limit_wait_is_the_limit_plus_slurms_enforcement():
     # two 30 s time-limit sweeps and a 30 s KillWait, doubled for a loaded host
-    assert LIMIT_SLACK == 180.0
     assert limit_timeout(1) == 240.0
     assert limit_timeout(2) == 300.0
 
