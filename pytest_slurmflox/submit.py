@@ -56,7 +56,7 @@ class Jobs:
     @property
     def outdir(self) -> str:
         """Shell text of this run's output directory in the user's (shared) home: ``$HOME`` expanded by the far
-        side's shell, the run id quoted (tests/test_structure_quoting.py lets ``outdir`` into command lines)."""
+        side's shell, the run id quoted (tests/unit/test_structure_quoting.py lets ``outdir`` into command lines)."""
         return quoted(f"{RUNS_DIR}/%s", self.run_id)
 
     def made_outdir(self) -> str:

@@ -20,7 +20,7 @@ from pytest_slurmflox.suites._support import PROFILE_FILES
 
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
-INIT = Path(__file__).resolve().parents[1] / "provision" / "task-profile-init.sh"
+INIT = Path(__file__).resolve().parents[2] / "provision" / "task-profile-init.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 REV_A = "sha256:" + "a" * 64
 REV_B = "sha256:" + "b" * 64

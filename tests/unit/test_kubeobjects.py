@@ -13,7 +13,7 @@ from kubernetes import client
 
 from pytest_slurmflox.kubeobjects import tied_to_job, worker_pods
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 NODESET = "slurm-worker-compute"
 
 

@@ -28,7 +28,7 @@ from pytest_slurmflox.groups import GROUPS
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SKIP, Check, group_verdict
 from pytest_slurmflox.target import parse_target
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}
 FULL = {
     "login": LOGIN,

@@ -1,7 +1,7 @@
 """Sign-off profiles (issue 26): a healthy cluster of each kind can be SIGNED OFF, and nothing else is.
 
 The verdict logic of pytest_slurmflox/signoff.py ``decide`` with each profile of pytest_slurmflox/profiles.py,
-over checks built here (pure code; the live proof is tests/test_signoff_local.py).
+over checks built here (pure code; the live proof is tests/integration/test_signoff_local.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pytest_slurmflox.report import mark_not_applicable
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SIGNED_OFF, SKIP, Check, decide
 from pytest_slurmflox.target import parse_target
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KUBE_SKIP = "missing capability kubernetes: target 'x' (local) has no Kubernetes API"
 LOGIN = {"host": "h", "user": "u", "key": "/k"}
 SERVICES = {

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_slurmflox.slurm import parse_kv_line
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _captured(version: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -12,7 +12,7 @@ objects after the rollout are built from the values our pool really hands to ``h
 
 Slurm is a small in-memory controller answering the ``scontrol``/``squeue`` lines :class:`SlurmClient` sends: the
 subject is the pool contract and the barrier's order over a NodeSet, not Slurm; the barrier against real Slurm
-daemons is proven by ``tests/test_lifecycle_local.py`` (integration).
+daemons is proven by ``tests/integration/test_lifecycle_local.py`` (integration).
 """
 
 from __future__ import annotations

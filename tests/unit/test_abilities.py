@@ -26,7 +26,7 @@ from pytest_slurmflox.pool import WorkerInfo, WorkerPool, WorkerView
 from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
 from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ABILITY_METHODS = {name for ability, _ in ABILITIES.values() for name in ability.__abstractmethods__}
 POOL_METHODS = set(WorkerPool.__abstractmethods__) | {"restart", "step_timeout"}
 #: suites files whose hasattr/getattr probe no pool, each with why (the package's many getattr calls on pytest,

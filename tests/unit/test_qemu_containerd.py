@@ -275,7 +275,7 @@ def test_annotation_patterns_follow_go_path_match(pattern, name, matches):
 #: Debian sid's containerd is 2.x (config version 3): the real thing for the version-3 runc table and a version
 #: below the 2.2 floor. Cached apart from trixie's, so neither fixture picks up the other's .deb.
 SID = "sid"
-NODE_PREP = Path(__file__).resolve().parents[1] / "provision" / "guest" / "k8s-node-prep.sh"
+NODE_PREP = Path(__file__).resolve().parents[2] / "provision" / "guest" / "k8s-node-prep.sh"
 
 
 @pytest.fixture(scope="module")

@@ -31,10 +31,10 @@ def test_a_listed_skip_is_printed_and_accepted(pytester: pytest.Pytester):
     pytester.makeconftest(CONFTEST)
     pytester.mkdir("tests")
     live = "import pytest\n\ndef test_live_x():\n    pytest.skip('no Kubernetes API here: x')\n"
-    pytester.makepyfile(**{"tests/test_kube_client": live})
+    pytester.makepyfile(**{"tests/unit/test_kube_client": live})
     result = pytester.runpytest_inprocess("-p", "no:randomly", "--import-mode=importlib", "tests")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert "listed: tests/test_kube_client.py::test_live_x: no Kubernetes API here" in result.stdout.str()
+    assert "listed: tests/unit/test_kube_client.py::test_live_x: no Kubernetes API here" in result.stdout.str()
 
 
 def test_a_failing_run_stays_failed_and_xfail_is_not_a_skip(pytester: pytest.Pytester):
@@ -51,7 +51,7 @@ def test_a_failing_run_stays_failed_and_xfail_is_not_a_skip(pytester: pytest.Pyt
 def test_scenario_modules_keep_their_written_order_under_random_order(pytester: pytest.Pytester):
     """pytest-randomly shuffles everything; the conftest puts an integration module's steps back in written order
     (bring up first, destroy last) while a unit module stays shuffled."""
-    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makeconftest((Path(__file__).resolve().parents[1] / "conftest.py").read_text())
     steps = "".join(f"def test_step_{n}():\n    print('STEP {n}')\n\n" for n in ("a", "z", "m", "b", "y", "c"))
     pytester.makepyfile(test_scenario="import pytest\npytestmark = pytest.mark.integration\n\n" + steps)
     units = "".join(f"def test_unit_{n}():\n    pass\n\n" for n in range(12))

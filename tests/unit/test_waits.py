@@ -17,7 +17,7 @@ from pytest_slurmflox.waits import (
     queue_timeout,
 )
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 
 def test_a_job_gets_its_runtime_plus_one_pass_per_stage():

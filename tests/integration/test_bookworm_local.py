@@ -6,10 +6,11 @@ job credentials, munged on every node, and the controller resolving users throug
 Provisioned the way a user does it (``--slurmflox-up=local --slurmflox-local-suite=bookworm -m acceptance``) in a
 private work dir; destroyed at the end.
 
-The same groups must PASS as on trixie's 24.11 (``LOCAL_PASS_GROUPS``, which tests/test_acceptance_local.py asserts
-for trixie's run) and SKIP only for what trixie's run SKIPs for (Kubernetes, the Flox shim). Where Slurm differs by
-version, the suites decide by the version the cluster reports: 22.05 has no ``--export=NIL`` keyword and reads NIL as
-a variable list, so TP judges ``--export=NIL`` by that variable list's semantics and says so in its requirement.
+The same groups must PASS as on trixie's 24.11 (``LOCAL_PASS_GROUPS``, which
+tests/integration/test_acceptance_local.py asserts for trixie's run) and SKIP only for what trixie's run SKIPs for
+(Kubernetes, the Flox shim). Where Slurm differs by version, the suites decide by the version the cluster reports:
+22.05 has no ``--export=NIL`` keyword and reads NIL as a variable list, so TP judges ``--export=NIL`` by that variable
+list's semantics and says so in its requirement.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 break it, runs the group (and a neighbour it must not disturb), asserts exactly the intended check FAILS naming what
 is wrong, restores, and asserts the group PASSES again (issue 11, item 7; docs/evidence-table.md).
 
-The cluster is this module's own (a private work dir and port, like tests/test_acceptance_local.py), so this file
-runs in parallel with the other integration files. Runtime is kept modest (~5 min measured): each run selects
-only the affected group (and one neighbour) with ``-m`` and leaves out T7's time-limit check (a ~70 s wait that no
-mutation here concerns; the full acceptance run in test_acceptance_local.py covers it).
+The cluster is this module's own (a private work dir and port, like tests/integration/test_acceptance_local.py),
+so this file runs in parallel with the other integration files. Runtime is kept modest (~5 min measured): each run
+selects only the affected group (and one neighbour) with ``-m`` and leaves out T7's time-limit check (a ~70 s wait
+that no mutation here concerns; the full acceptance run in test_acceptance_local.py covers it).
 
 Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 - T5: ``MaxStepCount=2`` in slurm.conf + ``scontrol reconfigure`` (a site's cap on steps per job): the third step of

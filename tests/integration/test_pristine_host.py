@@ -32,7 +32,7 @@ from pristine import PristineHost, Step, cluster_cgroups, rootfs_tarball
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHECKOUT = "/root/pytest-slurmflox"
 #: The checks a local cluster cannot have (it has no Kubernetes API and no Flox shim): they SKIP naming it.
 MISSING_ON_LOCAL = ("kubernetes", "flox-shim")

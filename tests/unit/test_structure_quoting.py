@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCANNED = (ROOT / "pytest_slurmflox", ROOT / "suites")
 #: Calls whose first argument is a command line for a shell somewhere: a runner's ``run``, a qemu guest's ``root``.
 COMMAND_METHODS = {"run", "root"}

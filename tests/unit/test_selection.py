@@ -18,7 +18,7 @@ import pytest
 
 from pytest_slurmflox import selection
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def fake_config(rootpath: Path = REPO, markexpr: str = "", args_user: bool = False, **options: Any) -> Any:

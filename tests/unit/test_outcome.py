@@ -21,7 +21,7 @@ from pytest_slurmflox.selection import Selection
 from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.target import Endpoint
 
-PACKAGE = Path(__file__).resolve().parents[1] / "pytest_slurmflox"
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_slurmflox"
 OK, FAILED, NONE, INTERRUPTED = (
     pytest.ExitCode.OK,
     pytest.ExitCode.TESTS_FAILED,

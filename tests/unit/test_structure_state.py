@@ -16,7 +16,7 @@ from pytest_slurmflox.revision import runtime_revision
 from pytest_slurmflox.settings import WORKER_KEYS, resolve
 from pytest_slurmflox.target import Endpoint, Expectations, TargetSpec, load_target, write_runtime, write_target
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OLD_IMAGE = "slurmflox/worker:1@sha256:" + "a" * 64
 NEW_IMAGE = "slurmflox/worker:1@sha256:" + "b" * 64
 PACKAGE = ROOT / "pytest_slurmflox"

@@ -18,7 +18,7 @@ from hostile import HOSTILE, LINE_TEXT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-PROVISION = Path(__file__).resolve().parents[1] / "provision"
+PROVISION = Path(__file__).resolve().parents[2] / "provision"
 PROLOG = PROVISION / "task-prolog.sh"
 INIT = PROVISION / "task-profile-init.sh"
 BASH = "/bin/bash"

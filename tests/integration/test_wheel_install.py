@@ -18,7 +18,7 @@ from pytest_slurmflox.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _clean_env() -> dict[str, str]:

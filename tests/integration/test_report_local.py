@@ -134,7 +134,7 @@ def test_run_writes_three_valid_artifacts(acceptance_run):
     assert env["Substrate"] == "local" and env["Slurm version"].split()[-1][:2].isdigit()
     assert env["Worker image digest"].startswith("sha256:")
     # no Kubernetes here: T1 never applies (profile local, #26), shown as NOT APPLICABLE, never as PASS or SKIP; the
-    # verdict and the exit status agree (tests/test_signoff_local.py proves a healthy cluster signs off)
+    # verdict and the exit status agree (tests/integration/test_signoff_local.py proves a healthy cluster signs off)
     t1 = next(g for g in doc["groups"] if g["group"] == "T1")
     assert t1["verdict"] == "NOT APPLICABLE" and not t1["required"] and "Kubernetes" in t1["reasons"][0], t1
     assert doc["run"]["profile"]["name"] == "local"

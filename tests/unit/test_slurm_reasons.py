@@ -1,7 +1,8 @@
 """TA's judge of a refusal (issue 26): Slurm's reason for an association refusal, nothing else, counts.
 
 The texts are Slurm's own (SchedMD/slurm src/common/slurm_errno.c: ESLURM_INVALID_ACCOUNT,
-ESLURM_INVALID_PARTITION_NAME) and runuser's; tests/test_accounting_rest_local.py shows them from a live cluster.
+ESLURM_INVALID_PARTITION_NAME) and runuser's; tests/integration/test_accounting_rest_local.py shows them from a live
+cluster.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_slurmflox"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60

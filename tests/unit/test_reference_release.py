@@ -1,6 +1,6 @@
 """After ``helm upgrade --install slurm``: the readiness wait and the login host-key pinning, over replayed API
 objects read by the real :class:`~pytest_slurmflox.kube.KubeClient` (no Kubernetes API server runs here; see
-tests/test_reference_reconcile.py for why and how the replay works).
+tests/unit/test_reference_reconcile.py for why and how the replay works).
 
 The objects have upstream's shapes: the operator's host-key Secret as slurm-operator v1.2.1
 ``internal/builder/loginbuilder/login_secret.go`` builds it (name from ``api/v1beta1/loginset_keys.go``, data keys

@@ -75,7 +75,7 @@ def test_a_failed_up_says_one_line_and_destroy_removes_what_it_started(tmp_path,
     common = (f"--slurmflox-workdir={workdir}", f"--slurmflox-login-ssh-port={free_port()}")
     env = {
         **clean_env(),
-        "PYTHONPATH": str(Path(__file__).parent),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # upfault.py
         "SLURMFLOX_TEST_FAIL_AT": stage,
         "SLURMFLOX_TEST_FAIL_WITH": how,
     }
