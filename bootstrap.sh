@@ -43,8 +43,9 @@ if [ "${1:-}" = "test" ]; then
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
     fi
-    # nix-bin: tests/test_nix_local.py builds environment generations in a real Nix store (issue #20).
-    # debian-archive-keyring: tests/test_qemu_containerd.py reads Debian trixie's index (signed with the trixie keys).
+    # nix-bin: tests/integration/test_nix_local.py builds environment generations in a real Nix store (issue #20).
+    # debian-archive-keyring: tests/unit/test_qemu_containerd.py reads Debian trixie's index (signed with the trixie
+    # keys).
     apt_install mmdebstrap iproute2 util-linux e2fsprogs qemu-system-x86 qemu-utils cloud-image-utils vde2 \
         shellcheck strace openssh-client openssh-server chromium ca-certificates dpkg-dev \
         debian-archive-keyring nix-bin

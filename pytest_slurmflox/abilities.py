@@ -5,7 +5,7 @@ directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.
 abilities a pool has into capabilities with ``isinstance``, and a check asks the target
 (``target.why_missing("runtime-record")``), never the pool's attributes: a method renamed on one pool then fails
 the ABC at construction instead of quietly turning a check into a SKIP (issue 28; the same reason ``pool.py``
-uses ABCs and not a Protocol). ``tests/test_abilities.py`` holds the suites and the package to it.
+uses ABCs and not a Protocol). ``tests/unit/test_abilities.py`` holds the suites and the package to it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ expectation the file does not declare is NOT RUN naming the key, never compared 
 
 Keys are the target file's own paths (``expect.settings.WORKER_CPUS``, ``slurm.partition``, ``identity.uid``).
 :data:`GROUP_KEYS` is the one table: the start-of-run message lists what a target leaves out per group from it,
-README "Running against your cluster" is checked against it (tests/test_declared.py), and the same test proves
+README "Running against your cluster" is checked against it (tests/unit/test_declared.py), and the same test proves
 that the ``declared(...)`` calls in suites/ ask for exactly these keys, group by group.
 """
 

@@ -3,7 +3,7 @@
 A Kubernetes cluster is shared. Another healthy NodeSet's pods, an evicted ``Failed`` pod left behind, or another
 tenant's CronJob creating a Job during a Slurm job are not the target's workers and not the job's doing; a check
 that counts them FAILs a healthy cluster. These pure functions pick what a check may judge, so they are tested on
-replayed API objects (tests/test_kubeobjects.py) and the suites use them unchanged on a live API.
+replayed API objects (tests/unit/test_kubeobjects.py) and the suites use them unchanged on a live API.
 
 Object shapes are the Kubernetes API's (``metadata.ownerReferences``, ``metadata.labels``/``annotations``,
 ``status.phase``) as the client's ``to_dict()``/JSON gives them.

@@ -12,7 +12,6 @@ module globals, so several pytest sessions in one process (pytester) never see e
 from __future__ import annotations
 
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .evidence import EvidenceLog
 from .outcome import Deselected, ExitRules
 from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from .state import Workdir, WorkerRevisionFile
+from .submit import is_run_id
 from .target import TargetSpec
 
 SUBSTRATE_CHOICES = ("local", "qemu")
@@ -159,16 +159,10 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ run id
-#: What a run id may be: it names a directory on the login node (``rm -rf`` in the sweep), a Slurm job name and
-#: the report folder, so a narrow set of characters that no shell, path or job name reads as syntax (issue 28).
-RUN_ID_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-_RUN_ID = re.compile(RUN_ID_PATTERN)
-
-
 def checked_run_id(value: str, source: str = "--slurmflox-run-id") -> str:
     """``value`` if it is a safe run id, else a one-line :class:`pytest.UsageError` (pytest exits 4, before
     anything ran on the host or on any node)."""
-    if not _RUN_ID.fullmatch(value) or ".." in value:
+    if not is_run_id(value):  # the rule lives with the paths and job names it protects (submit.py)
         raise pytest.UsageError(
             f"{source} {value!r}: a run id is 1-64 of A-Z a-z 0-9 . _ - (starting with a letter or digit, "
             "no '..'); nothing was run"

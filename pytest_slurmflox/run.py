@@ -91,7 +91,7 @@ def quoted(template: str, *values: object) -> str:
     """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted (a literal ``%`` is ``%%``): the
     one way a value goes *inside* a remote command line, where :func:`command_line` appends. The model is
     testinfra's ``host.run("ls %s", path)`` (``BaseBackend.quote`` in pytest-testinfra's
-    ``testinfra/backend/base.py``: ``command % tuple(quote(a) for a in args)``). tests/test_structure_quoting.py
+    ``testinfra/backend/base.py``: ``command % tuple(quote(a) for a in args)``). tests/unit/test_structure_quoting.py
     fails on a ``.run(f"...{value}...")`` whose value did not pass through here."""
     return template % tuple(shlex.quote(str(value)) for value in values)
 

@@ -37,21 +37,32 @@ class SlurmError(RuntimeError):
     """Slurm could not be asked, or answered something we cannot interpret. Never taken as health."""
 
 
+#: Where a ``Key=`` starts: after whitespace, a key as Slurm spells its fields (an upper-case letter first:
+#: ``NodeName``, ``MCS_label``, ``AllocNode:Sid``, ``CPUs/Task``), so lower-case ``x=1`` inside a value is text.
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_:/.]*)=")
+
+
 def parse_kv_line(line: str) -> dict[str, str]:
     """Parse one ``scontrol -o show`` line into KEY -> value.
 
-    Values may contain spaces (e.g. ``Reason=Kill task failed [root@...]``, ``Command=/x y``): a token that does
-    not look like ``Key=`` continues the previous value.
+    ``-o`` joins what ``scontrol show`` prints on several lines with spaces (two where a printed line ended), and
+    values may hold spaces (``Reason=Kill task failed [root@...]``, ``OS=Linux 6.1.0 #1 SMP``, ``JobName=a b``,
+    ``Comment=note x=1``): text up to the next ``Key=`` (as :data:`_KEY` reads one) continues the previous value,
+    which loses only the spaces around it. A ``Key=`` right after a value ending in a backslash is text too.
+    What stays ambiguous is free text holding `` Word=``: it reads as a field.
     """
     out: dict[str, str] = {}
     key: str | None = None
-    for token in line.strip().split(" "):
-        match = re.match(r"([A-Za-z][A-Za-z0-9_:/.]*)=(.*)\Z", token)
-        if match and (key is None or not out[key].endswith("\\")):
-            key = match.group(1)
-            out[key] = match.group(2)
-        elif key is not None:
-            out[key] += " " + token
+    start = 0
+    for match in _KEY.finditer(line):
+        if key is not None:
+            value = line[start : match.start()].strip()
+            if value.endswith("\\"):
+                continue
+            out[key] = value
+        key, start = match.group(1), match.end()
+    if key is not None:
+        out[key] = line[start:].strip()
     return out
 
 

@@ -22,6 +22,14 @@ STEP_TIMEOUT = job_timeout(120)
 
 #: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
 RUNS_DIR = '"$HOME"/slurmflox-runs'  #: shell text: the user's home, expanded by the far side's shell
+#: What a run id may be: it names a directory under :data:`RUNS_DIR` (``rm -rf`` in the sweep), a Slurm job name and
+#: the report folder, so a narrow set of characters that no shell, path or job name reads as syntax (issue 28).
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def is_run_id(value: str) -> bool:
+    """Whether ``value`` is a safe run id: the pattern, and no ``..`` (a path out of the runs directory)."""
+    return bool(RUN_ID_PATTERN.fullmatch(value)) and ".." not in value
 
 
 @dataclass
@@ -48,7 +56,7 @@ class Jobs:
     @property
     def outdir(self) -> str:
         """Shell text of this run's output directory in the user's (shared) home: ``$HOME`` expanded by the far
-        side's shell, the run id quoted (tests/test_structure_quoting.py lets ``outdir`` into command lines)."""
+        side's shell, the run id quoted (tests/unit/test_structure_quoting.py lets ``outdir`` into command lines)."""
         return quoted(f"{RUNS_DIR}/%s", self.run_id)
 
     def made_outdir(self) -> str:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from .run import Runner, quoted
 from .slurm import SlurmClient
-from .submit import RUNS_DIR
+from .submit import RUNS_DIR, is_run_id
 from .target import TargetSpec
 
 
 def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bool) -> None:
     """Cancel the run's unfinished jobs (by the run's name prefix, whichever check left them) and, unless ``keep``,
-    remove its files. Never raises: teardown must go on; what could not be done is said."""
+    remove its files. Never raises: teardown must go on; what could not be done is said. A run id that is not one
+    (options.py refuses it at parse time; this is the last line before ``rm -rf``) sweeps nothing."""
+    if not is_run_id(run_id):
+        print(f"slurmflox: not sweeping {run_id!r}: not a run id; nothing cancelled, nothing removed")
+        return
     if slurm is not None:
         try:
             slurm.cancel_named(f"sfx-{run_id}-")

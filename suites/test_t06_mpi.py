@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.waits import job_timeout
 
 from ._cohort import across
@@ -42,12 +43,10 @@ def test_pmix_is_offered(submit):
 
 def _probe(submit, target) -> str:
     """An MPI program on the workers: compiled now with the worker's mpicc, else one the worker image ships."""
-    outdir = target.login.run(f"mkdir -p {submit.outdir} && cd {submit.outdir} && pwd").check().stdout.strip()
-    target.login.run(f"cat > {outdir}/mpi_hello.c", input=MPI_HELLO).check()
-    build = submit.srun(
-        "-N1 -n1",
-        f"bash -c 'command -v mpicc >/dev/null || exit 97; mpicc -o {outdir}/mpi_hello {outdir}/mpi_hello.c'",
-    )
+    outdir = submit.made_outdir()
+    target.login.run(quoted("cat > %s/mpi_hello.c", outdir), input=MPI_HELLO).check()
+    compile_it = quoted("command -v mpicc >/dev/null || exit 97; mpicc -o %s/mpi_hello %s/mpi_hello.c", outdir, outdir)
+    build = submit.srun("-N1 -n1", command_line("bash -c", [compile_it]))
     if build.ok:
         return f"{outdir}/mpi_hello"
     shipped = submit.srun("-N1 -n1", "bash -c 'command -v mpi-hello'")
@@ -67,7 +66,7 @@ def test_mpi_ranks_on_every_worker(submit, target, workers):
     program = _probe(submit, target)
     n = len(workers)
     # the allocation, then the ranks' PMIx wire-up (up to a pass of its own on a loaded host)
-    step = across(submit, workers, program, args="--mpi=pmix", timeout=job_timeout(stages=2))
+    step = across(submit, workers, quoted("%s", program), args="--mpi=pmix", timeout=job_timeout(stages=2))
 
     def judge(node: str, lines: list[str]) -> str | None:
         ranks = [line for line in lines if line.startswith("rank=")]

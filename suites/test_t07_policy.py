@@ -51,7 +51,7 @@ def time_limited_job(request, target, slurmflox_state):
 
 
 def test_job_array_runs_every_task(submit):
-    outdir = submit.login.run(f"echo {submit.outdir}").check().stdout.strip()
+    outdir = submit.made_outdir()
     mark = Mark.new()
     job = submit.sbatch(
         f"#!/bin/bash\n{mark.echo('task=$SLURM_ARRAY_TASK_ID')}\n", "--array=0-3", f"--output={outdir}/%A_%a.out"
@@ -63,7 +63,7 @@ def test_job_array_runs_every_task(submit):
         "all four array tasks COMPLETED",
         str(tasks),
     )
-    res = submit.login.run(f"cat {outdir}/{job}_0.out {outdir}/{job}_1.out {outdir}/{job}_2.out {outdir}/{job}_3.out")
+    res = submit.login.run("cat", *(f"{outdir}/{job}_{i}.out" for i in range(4)))
     requirement(
         res.ok and mark.lines(res.stdout) == [f"task={i}" for i in range(4)],
         "each array task ran with its own SLURM_ARRAY_TASK_ID",
@@ -130,7 +130,7 @@ def test_hold_and_release(submit):
     job = submit.sbatch("#!/bin/bash\necho released\n", "--hold")
     held = submit.slurm.jobs([job])[job]
     requirement(held.state == "PENDING" and "JobHeld" in held.reason, "a held job stays pending", str(held))
-    submit.login.run(f"scontrol release {job}").check()
+    submit.login.run("scontrol release", job).check()
     state = submit.wait(job)[job]
     requirement(state.state == "COMPLETED" and "released" in submit.output(job), "a released job runs", str(state))
 

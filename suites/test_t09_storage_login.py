@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.declared import HOME
+from pytest_slurmflox.run import quoted
 
 from ._cohort import across, ring, ring_case
 from ._support import declared, requirement
@@ -41,12 +42,14 @@ def test_login_endpoint_user_is_unprivileged(target, login):
 
 @pytest.mark.parametrize("command", CLIENT_COMMANDS)
 def test_login_endpoint_has_the_slurm_client_command(login, command):
-    res = login.run(f'p=$(command -v {command}) && [ -f "$p" ] && [ -x "$p" ] && echo "$p"')
+    res = login.run(quoted('p=$(command -v %s) && [ -f "$p" ] && [ -x "$p" ] && echo "$p"', command))
     requirement(
         res.ok and res.stdout.strip().startswith("/"), f"{command} resolves to an executable at the login endpoint", res
     )
 
 
+#: Each worker's file in the run's output directory (run id, node), quoted by run.quoted.
+SHARED_FILE = "/shared-%s-%s.txt"
 #: How long a reader waits for its writer's file in the shared home (both run in the same step, side by side).
 VISIBLE_WITHIN = 30
 
@@ -60,7 +63,7 @@ def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, w
     login.run(f"mkdir -p {submit.outdir}").check()
 
     def path(node: str) -> str:
-        return f"{submit.outdir}/shared-{run_id}-{node}.txt"
+        return submit.outdir + quoted(SHARED_FILE, run_id, node)
 
     def token(node: str) -> str:
         return f"written-on-{node}-{run_id}"
@@ -92,7 +95,7 @@ def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, w
     requirement(
         not problems, "each worker reads the next one's file on the shared home: " + "; ".join(problems), step.result
     )
-    at_login = login.run(" && ".join(f"cat {path(node)}" for node in workers))
+    at_login = login.run(" && ".join("cat " + submit.outdir + quoted(SHARED_FILE, run_id, node) for node in workers))
     requirement(
         at_login.ok and at_login.stdout.split() == [token(node) for node in workers],
         "the login endpoint reads every worker's file too",

@@ -22,10 +22,11 @@ the daemons is destructive, so it is opt-in like the lifecycle groups.
 
 from __future__ import annotations
 
-import shlex
 import time
 
 import pytest
+
+from pytest_slurmflox.run import quoted
 
 from ._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
 from ._support import Mark, marked, require, requirement
@@ -47,7 +48,7 @@ def _sacct(submit, job: str, want_steps: tuple[str, ...], timeout: float = 60.0)
     (slurmdbd receives records asynchronously from slurmctld)."""
     deadline = time.monotonic() + timeout
     while True:
-        res = submit.login.run(f"sacct -n -P -j {job} --format={FIELDS}", timeout=30)
+        res = submit.login.run(f"sacct -n -P --format={FIELDS} -j", job, timeout=30)
         rows = {}
         for line in res.stdout.splitlines():
             parts = line.strip().split("|")
@@ -64,7 +65,7 @@ def test_finished_job_and_its_steps_are_in_sacct(submit, target, acct, workers):
     script = f"#!/bin/bash\n{mark.echo('node=$SLURMD_NODENAME')}\nsrun -n1 /bin/true\nsleep 2\nexit 3\n"
     job = submit.sbatch(script, "-N1", f"--account={acct.account}")
     state = submit.wait(job)[job]
-    out = marked(submit.login.run(f"cat {submit.outdir}/{job}.out"), mark)
+    out = marked(submit.login.run("cat " + submit.outdir + quoted("/%s.out", job)), mark)
     ran_on = [line.split("=", 1)[1] for line in out.own if line.startswith("node=")]
     requirement(len(ran_on) == 1, f"job {job} ran and printed its node", str(state), out)
     rows, res = _sacct(submit, job, ("batch", "0"))
@@ -89,21 +90,18 @@ def test_user_without_association_is_refused_at_submission(submit, target, acct)
         pytest.skip("missing capability accounting.unassociated_user: the target file names no user without one")
     require(target, "admin")
     stranger = acct.unassociated_user
-    line = (
-        f"runuser -u {shlex.quote(stranger)} -- sbatch --parsable -J {shlex.quote(submit.name)} "
-        f"-p {shlex.quote(submit.partition)} -o /dev/null --wrap /bin/true"
-    )
-    res = target.admin.run(line, timeout=60)
+    sbatch = ("sbatch", "--parsable", "-J", submit.name, "-p", submit.partition, "-o", "/dev/null")
+    res = target.admin.run("runuser -u", stranger, "--", *sbatch, "--wrap", "/bin/true", timeout=60)
     accepted = [t for t in res.stdout.split() if t.split(";")[0].isdigit()]
     if accepted:
-        target.admin.run(f"scancel {' '.join(t.split(';')[0] for t in accepted)}", timeout=30)
+        target.admin.run("scancel", *(t.split(";")[0] for t in accepted), timeout=30)
     requirement(
         association_refused(res) and not accepted,
         f"sbatch as {stranger} (no association) is refused at submission for its association: Slurm says "
         f"'{ASSOCIATION_REFUSAL}' (AccountingStorageEnforce=associations), not another error",
         res,
     )
-    assoc = submit.login.run(f"sacctmgr -n -P show assoc where user={shlex.quote(stranger)} format=account")
+    assoc = submit.login.run(quoted("sacctmgr -n -P show assoc where user=%s format=account", stranger))
     requirement(not assoc.stdout.strip(), f"{stranger} really has no association", assoc)
 
 
@@ -117,7 +115,7 @@ def test_association_limit_is_enforced(submit, acct):
     ]
     deadline = time.monotonic() + 60
     while True:
-        res = submit.login.run(f"squeue -h -j {','.join(jobs)} -o '%i|%T|%r'")
+        res = submit.login.run("squeue -h -o '%i|%T|%r' -j", ",".join(jobs))
         rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 2]
         running = [r for r in rows if r[1] == "RUNNING"]
         held = [r for r in rows if r[1] == "PENDING" and "AssocMaxJobsLimit" in r[2]]

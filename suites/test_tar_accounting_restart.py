@@ -29,7 +29,7 @@ FIELDS = "JobID,State,ExitCode,NodeList,Account"
 def _record(login, job: str, timeout: float = 60.0) -> tuple[str, object]:
     deadline = time.monotonic() + timeout
     while True:
-        res = login.run(f"sacct -n -P -X -j {job} --format={FIELDS}", timeout=30)
+        res = login.run(f"sacct -n -P -X --format={FIELDS} -j", job, timeout=30)
         line = res.stdout.strip()
         if (res.ok and line and "|RUNNING|" not in line and "|PENDING|" not in line) or time.monotonic() > deadline:
             return line, res

@@ -28,6 +28,7 @@ import pytest
 
 from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import passes_through, task_env_problems
+from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
@@ -51,10 +52,11 @@ SUBMIT_VAR = "SFX_SUBMIT_SIDE"
 MODES = ("default", "ALL", "NONE", "NIL", "VARLIST")
 
 
-def _export_arg(mode: str) -> str:
+def _export_args(mode: str) -> tuple[str, ...]:
+    """srun's and sbatch's ``--export`` for ``mode`` as arguments (none for Slurm's default)."""
     if mode == "default":
-        return ""
-    return f"--export={SUBMIT_VAR}" if mode == "VARLIST" else f"--export={mode}"
+        return ()
+    return (f"--export={SUBMIT_VAR}",) if mode == "VARLIST" else (f"--export={mode}",)
 
 
 #: ``--export=NIL`` is new in Slurm 23.02. An older srun/sbatch accepts it and reads NIL as a variable list naming one
@@ -146,11 +148,9 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect, s
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     n = len(workers)
-    line = (
-        f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}"
-        f"srun -J {_q(submit.name)} -p {_q(submit.partition)} -N{n} -n{n} --ntasks-per-node=1 "
-        f"-w {','.join(workers)} {_export_arg(mode)} /bin/bash -c {_q(ENVIRON_PROBE)}"
-    )
+    srun = ["-J", submit.name, "-p", submit.partition, f"-N{n}", f"-n{n}", "--ntasks-per-node=1"]
+    srun += ["-w", ",".join(workers), *_export_args(mode), "/bin/bash", "-c", ENVIRON_PROBE]
+    line = f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}" + command_line("srun", srun)
     res = submit.login.run(line, timeout=job_timeout())  # one step, one task per worker
     requirement(res.ok, f"[srun {sem.label}] the step ran on every worker", res)
     _judge("srun", sem, environs(res.stdout), workers, records, expect, slurm_facts, res)
@@ -162,21 +162,18 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect,
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
-    submit.login.run(f"mkdir -p {submit.outdir}").check()
-    path = f"{submit.outdir}/tp-{mode}.sh"
-    submit.login.run(f"cat > {path}", input=script).check()
-    sbatch = " ".join(
-        f"sbatch --parsable -J {_q(submit.name)} -p {_q(submit.partition)} -N1 -w {_q(node)} "
-        f"-o {submit.outdir}/%j.out {_export_arg(mode)} {path};"
-        for node in workers
-    )
+    outdir = submit.made_outdir()  # a plain path: quoted below like any value
+    path = f"{outdir}/tp-{mode}.sh"
+    submit.login.run("cat >", path, input=script).check()
+    options = ["-J", submit.name, "-p", submit.partition, f"--output={outdir}/%j.out", *_export_args(mode)]
+    sbatch = " ".join(command_line("sbatch --parsable -N1", [*options, "-w", node, path]) + ";" for node in workers)
     res = submit.login.run(f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}{sbatch}").check()
     jobs = [line.split(";")[0] for line in res.stdout.splitlines() if line.strip() and "|" not in line]
     submit.submitted.extend(jobs)
     requirement(len(jobs) == len(workers), f"[sbatch {mode}] one batch job per worker was accepted", res)
     states = submit.wait(*jobs)
     # every job's output in one command (one per job grew with the cohort)
-    out = submit.login.run(" ; ".join(f"cat {submit.outdir}/{job}.out" for job in jobs))
+    out = submit.login.run(" ; ".join(quoted("cat %s/%s.out", outdir, job) for job in jobs))
     for job in jobs:
         requirement(states[job].state == "COMPLETED", f"[sbatch {mode}] batch job {job} completed", str(states[job]))
     found = environs(res.stdout)

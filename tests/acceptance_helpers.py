@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
     from pytest_slurmflox.substrates.local import LocalSubstrate
 
-#: The groups the default acceptance must PASS on a local cluster (trixie's run, tests/test_acceptance_local.py, and
-#: bookworm's, tests/test_bookworm_local.py, assert the same list).
+#: The groups the default acceptance must PASS on a local cluster (trixie's run,
+#: tests/integration/test_acceptance_local.py, and bookworm's, tests/integration/test_bookworm_local.py, assert the
+#: same list).
 LOCAL_MUST_PASS = (
     "test_t03_task_profile",
     "test_t05_interactive",

@@ -1,4 +1,4 @@
-"""Names vulture cannot see being used (read by tests/test_dead_code.py; never imported). Each says who uses it.
+"""Names vulture cannot see being used (read by tests/unit/test_dead_code.py; never imported). Each says who uses it.
 
 Hooks (``pytest_*``) and fixtures (``@pytest.fixture``) are excluded by the test's options, not listed here.
 """

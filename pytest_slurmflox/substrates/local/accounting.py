@@ -183,18 +183,19 @@ def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: 
     accounts = {a.account for a in have}
     for account in (ACCOUNT, LIMITED_ACCOUNT):
         if account not in accounts:
-            steps.append(f"sacctmgr -i add account {account} cluster={cluster} description=slurmflox org=slurmflox")
+            add = "sacctmgr -i add account %s cluster=%s description=slurmflox org=slurmflox"
+            steps.append(quoted(add, account, cluster))
     users = {(a.account, a.user): a for a in have if a.user}
     if (ACCOUNT, user) not in users:
-        steps.append(f"sacctmgr -i add user {user} account={ACCOUNT} defaultaccount={ACCOUNT} cluster={cluster}")
+        steps.append(
+            quoted("sacctmgr -i add user %s account=%s defaultaccount=%s cluster=%s", user, ACCOUNT, ACCOUNT, cluster)
+        )
     limited = users.get((LIMITED_ACCOUNT, user))
     if limited is None:
-        steps.append(f"sacctmgr -i add user {user} account={LIMITED_ACCOUNT} cluster={cluster}")
+        steps.append(quoted("sacctmgr -i add user %s account=%s cluster=%s", user, LIMITED_ACCOUNT, cluster))
     if limited is None or limited.max_jobs != str(LIMITED_MAX_JOBS):
-        steps.append(
-            f"sacctmgr -i modify user where user={user} account={LIMITED_ACCOUNT} cluster={cluster} "
-            f"set maxjobs={LIMITED_MAX_JOBS}"
-        )
+        modify = "sacctmgr -i modify user where user=%s account=%s cluster=%s set maxjobs=%s"
+        steps.append(quoted(modify, user, LIMITED_ACCOUNT, cluster, LIMITED_MAX_JOBS))
     if not steps:
         return False
     res = ctl.run(" && ".join(steps), timeout=60)

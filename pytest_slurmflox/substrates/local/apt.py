@@ -24,7 +24,7 @@ Progress = Callable[[str], None]
 
 #: Every program the local substrate runs on the host -> the Debian package that provides it. The substrate's own
 #: package step installs whatever is missing, so nothing is found only because the developer's machine had it
-#: (issue 25: ``nix-instantiate`` was missing on a fresh machine). tests/test_host_programs.py derives the programs
+#: (issue 25: ``nix-instantiate`` was missing on a fresh machine). tests/unit/test_host_programs.py derives the programs
 #: from the code (argv lists, the Nix runner's commands, the host side of the shell scripts) and fails when one is
 #: not listed here. Most are Essential or Priority required on Debian; listing them anyway keeps a minimal image
 #: (or trixie, where ``hostname`` is no longer Essential) honest.

@@ -1,0 +1,185 @@
+"""Integration: T5, T6, T7 and TI can fail. Each mutation breaks a running local cluster the way a real site can
+break it, runs the group (and a neighbour it must not disturb), asserts exactly the intended check FAILS naming what
+is wrong, restores, and asserts the group PASSES again (issue 11, item 7; docs/evidence-table.md).
+
+The cluster is this module's own (a private work dir and port, like tests/integration/test_acceptance_local.py),
+so this file runs in parallel with the other integration files. Runtime is kept modest (~5 min measured): each run
+selects only the affected group (and one neighbour) with ``-m`` and leaves out T7's time-limit check (a ~70 s wait
+that no mutation here concerns; the full acceptance run in test_acceptance_local.py covers it).
+
+Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
+- T5: ``MaxStepCount=2`` in slurm.conf + ``scontrol reconfigure`` (a site's cap on steps per job): the third step of
+  the multi-step batch job is refused ("Step limit reached"); srun across workers and salloc + srun need one step
+  each and T6's MPI run one step per job, so they stay green. And salloc not executable at the login endpoint (a
+  login image that cannot run it): only salloc + srun FAILS.
+- T6: the pmix MPI plugins hidden on worker2 (renamed in the node's Slurm PluginDir, as a worker image built without
+  slurm-wlm's pmix plugin would be): the two-node ``srun --mpi=pmix`` fails to launch on worker2; ``srun --mpi=list``
+  at the login endpoint still offers pmix, and T5 does not use MPI.
+- T7: ``MaxArraySize=2`` + ``scontrol reconfigure``: the 4-task array is refused ("Invalid job array
+  specification"); dependencies, hold/release and scancel are untouched.
+- TI: a local account for the user on the workers (worker1: the user's name with another uid; worker2: another
+  name with the user's uid), as a worker image with baked-in accounts has; and, separately, nss_slurm removed from
+  worker2's nsswitch.conf (names of the user's uid and groups then do not resolve in tasks there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from acceptance_helpers import deployed, local_substrate, mutated, node_sh, passes_again, run_checks
+
+pytestmark = pytest.mark.integration
+
+#: the groups this module mutates; T7's time-limit check waits ~70 s and no mutation here concerns it
+GROUPS = "T5 or T6 or T7 or TI"
+NO_TIME_LIMIT = ("-k", "not time_limit")
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    with deployed(tmp_path_factory, "mutations", "-m", GROUPS, *NO_TIME_LIMIT) as recorded:
+        yield recorded
+
+
+def _live_config(workdir: Path, key: str) -> str:
+    """The value slurmctld runs with (``scontrol show config``), so a mutation is known to be in effect."""
+    out = node_sh(workdir, "ctl", f"scontrol show config | grep -E '^{key} '")
+    return out.split("=", 1)[1].strip()
+
+
+@contextlib.contextmanager
+def _slurm_conf(workdir: Path, key: str, value: str) -> Iterator[None]:
+    """``key=value`` appended to the cluster's slurm.conf (the file every node mounts at /etc/slurm) and applied with
+    ``scontrol reconfigure``; the original file and value are back afterwards, whatever happened."""
+    conf = local_substrate(workdir).local / "conf" / "slurm.conf"
+    original = conf.read_text()
+    before = _live_config(workdir, key)
+    try:
+        conf.write_text(original + f"{key}={value}\n")
+        node_sh(workdir, "ctl", "scontrol reconfigure")
+        assert _live_config(workdir, key) == value
+        yield
+    finally:
+        conf.write_text(original)
+        node_sh(workdir, "ctl", "scontrol reconfigure")
+        assert _live_config(workdir, key) == before
+
+
+def test_healthy_cluster_passes_the_groups_mutated_here(deployment):
+    _, _, _, run = deployment
+    assert run.cases, run.output[-4000:]
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
+    for module in ("test_t05_interactive", "test_t06_mpi", "test_t07_policy", "test_ti_identity"):
+        assert run.in_module(module), (module, run.output[-3000:])
+
+
+def test_step_limit_fails_only_t5s_multi_step_job(deployment):
+    _, workdir, _, _ = deployment
+    with _slurm_conf(workdir, "MaxStepCount", "2"):
+        run = run_checks(deployment, "-m", "T5 or T6")
+    assert run.outcomes("failure") == ["test_t05_interactive::test_batch_job_runs_several_steps"], run.output[-3000:]
+    assert run.outcomes("error") == [], run.output[-3000:]
+    message = run.messages()
+    assert "three steps ran in order" in message and "Step limit reached" in message, message[-3000:]
+    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 2, run.output[
+        -3000:
+    ]
+    passes_again(deployment, "-m", "T5")
+
+
+def test_salloc_not_executable_at_login_fails_only_t5s_salloc_check(deployment):
+    """A login image whose salloc cannot run (here: ``chmod a-x``): only salloc + srun FAILS, with the shell's
+    reason; srun across workers and the multi-step batch job do not need salloc."""
+    _, workdir, _, _ = deployment
+    salloc = node_sh(workdir, "login", "command -v salloc").strip()
+    assert salloc.startswith("/"), salloc
+    breaks = f"stat -c %a {salloc} > /tmp/.sfx-salloc.mode && chmod a-x {salloc}"
+    restore = f"chmod $(cat /tmp/.sfx-salloc.mode) {salloc}"
+    run = mutated(deployment, {"login": (breaks, restore)}, "-m", "T5")
+    assert run.outcomes("failure") == ["test_t05_interactive::test_salloc_then_srun"], run.output[-3000:]
+    message = run.messages()
+    assert "salloc grants an allocation" in message and "Permission denied" in message, message[-3000:]
+    assert len(run.in_module("test_t05_interactive")) == 2, run.output[-3000:]
+    passes_again(deployment, "-m", "T5")
+
+
+def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
+    _, workdir, _, _ = deployment
+    plugin_dir = _live_config(workdir, "PluginDir").split(":")[0]
+    hide = f"cd {plugin_dir} && ls mpi_pmix*.so && for f in mpi_pmix*.so; do mv $f $f.sfx-hidden; done"
+    show = f"cd {plugin_dir} && for f in mpi_pmix*.so.sfx-hidden; do mv $f ${{f%.sfx-hidden}}; done"
+    run = mutated(deployment, {"worker2": (hide, show)}, "-m", "T5 or T6")
+    assert run.outcomes("failure") == ["test_t06_mpi::test_mpi_ranks_on_every_worker"], run.output[-3000:]
+    assert run.outcomes("error") == [], run.output[-3000:]
+    message = run.messages()
+    assert (
+        "with a rank on each of the 2 workers" in message and "worker2: the step could not launch there" in message
+    ), message[-3000:]
+    assert "test_t06_mpi::test_pmix_is_offered" in run.outcomes("passed"), run.output[-3000:]
+    assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
+    passes_again(deployment, "-m", "T6")
+
+
+def test_array_size_limit_fails_only_t7s_array_check(deployment):
+    _, workdir, _, _ = deployment
+    with _slurm_conf(workdir, "MaxArraySize", "2"):
+        run = run_checks(deployment, "-m", "T7 or T5", *NO_TIME_LIMIT)
+    assert run.outcomes("failure") == ["test_t07_policy::test_job_array_runs_every_task"], run.output[-3000:]
+    assert run.outcomes("error") == [], run.output[-3000:]
+    assert "--array=0-3" in run.messages() and "Invalid job array specification" in run.messages(), run.output[-3000:]
+    assert len(run.in_module("test_t07_policy")) == 5 and len(run.in_module("test_t05_interactive")) == 3, run.output[
+        -3000:
+    ]
+    passes_again(deployment, "-m", "T7", *NO_TIME_LIMIT)
+
+
+def _passwd_add(entry: str) -> tuple[str, str]:
+    return (
+        f"cp /etc/passwd /tmp/.sfx-passwd.bak && echo '{entry}' >> /etc/passwd",
+        "cp /tmp/.sfx-passwd.bak /etc/passwd",
+    )
+
+
+def test_local_account_for_the_user_on_workers_fails_ti(deployment):
+    """worker1 gets the user's name under another uid, worker2 another name under the user's uid: both are local
+    accounts for the user, and each is named."""
+    _, workdir, _, _ = deployment
+    ident = yaml.safe_load((workdir / "target.yaml").read_text())["identity"]
+    user, uid, gid = ident["user"], ident["uid"], ident["gid"]
+    same_name = f"{user}:x:{uid + 998}:{gid + 998}::/home/{user}:/bin/bash"
+    same_uid = f"builder:x:{uid}:{gid}::/home/builder:/bin/bash"
+    cmds = {"worker1": _passwd_add(same_name), "worker2": _passwd_add(same_uid)}
+    run = mutated(deployment, cmds, "-m", "TI or T5")
+    failed = run.outcomes("failure")
+    assert failed == ["test_ti_identity::test_workers_hold_no_local_account_for_the_user"], run.output[-3000:]
+    message = run.messages()
+    # each worker's resolver, asked source by source, names the local source that answered (#26)
+    assert f"worker1: the local files source answers passwd {user}: {same_name}" in message, message[-3000:]
+    assert f"worker2: the local files source answers passwd {uid}: {same_uid}" in message, message[-3000:]
+    assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
+    passes_again(deployment, "-m", "TI")
+
+
+def test_nss_slurm_missing_on_one_worker_fails_ti(deployment):
+    """Without nss_slurm first in nsswitch.conf (the worker has no account for the user), task identities keep their
+    numbers but lose their names on that worker: TI names worker2 and only worker2."""
+    drop = (
+        "cp /etc/nsswitch.conf /tmp/.sfx-nsswitch.bak && "
+        r"sed -i 's/^\(passwd\|group\):\(\s*\)slurm /\1:\2/' /etc/nsswitch.conf && "
+        "! grep -E '^(passwd|group):.*slurm' /etc/nsswitch.conf"
+    )
+    cmds = {"worker2": (drop, "cp /tmp/.sfx-nsswitch.bak /etc/nsswitch.conf")}
+    run = mutated(deployment, cmds, "-m", "TI")
+    assert "test_ti_identity::test_task_identity_matches_the_login_identity" in run.outcomes("failure"), run.output[
+        -3000:
+    ]
+    message = run.messages()
+    assert "requirement not met: worker2: task identity (numbers and names) equals the login's" in message, message
+    assert re.search(r"\|worker2\|uid=\d+ gid=\d+ ", message), message[-3000:]
+    assert "requirement not met: worker1" not in message and "on worker1" not in message, message[-3000:]
+    passes_again(deployment, "-m", "TI")

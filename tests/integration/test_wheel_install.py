@@ -1,0 +1,97 @@
+"""Integration: the built wheel, installed into a fresh venv (dependencies from PyPI), runs the acceptance suites
+from outside any checkout against the local substrate's target file, exactly as a customer would:
+``pytest --pyargs pytest_slurmflox.suites --slurmflox-target=FILE``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_slurmflox.artifacts import ReportPaths
+from pytest_slurmflox.validation import validate_evidence, validate_junit
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment minus anything that could make the checkout importable."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    from test_wheel_contents import build_wheel
+
+    base = tmp_path_factory.mktemp("wheel-install")
+    wheel = build_wheel(base)
+    env_dir = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [str(env_dir / "bin" / "pip"), "install", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=_clean_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    print(f"venv install took {time.monotonic() - t0:.1f}s")
+    return env_dir
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(venv, tmp_path):
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import pytest_slurmflox.suites as s; print(s.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        check=True,
+    )
+    location = Path(proc.stdout.strip())
+    assert venv in location.parents and REPO not in location.parents
+
+
+def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, tmp_path_factory):
+    from test_report_local import local_cluster
+
+    cwd = tmp_path_factory.mktemp("customer")
+    assert REPO not in cwd.parents
+    with local_cluster(tmp_path_factory.mktemp("wheel-local")) as cluster:
+        target = cwd / "site.yaml"  # the customer's own copy of the target file
+        target.write_text(cluster["target"].read_text())
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [
+                str(venv / "bin" / "pytest"),
+                "--pyargs",
+                "pytest_slurmflox.suites",
+                f"--slurmflox-target={target}",
+                "--slurmflox-run-id=wheel",
+            ],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=_clean_env(),
+            check=False,
+        )
+        print(proc.stdout[-6000:], proc.stderr[-3000:], f"took {time.monotonic() - t0:.1f}s", sep="\n")
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # ran to the end (1: some check failed)
+    assert f"slurmflox: target {target}" in proc.stdout
+    assert "slurmflox-0.1.0" in proc.stdout  # the plugin came in through the wheel's pytest11 entry point
+    paths = ReportPaths(cwd / "reports" / "wheel")  # default reports dir, relative to where pytest ran
+    assert validate_evidence(paths.evidence) == [] and validate_junit(paths.junit) == [] and paths.html.is_file()
+    doc = json.loads(paths.evidence.read_text())
+    verdicts = [c["verdict"] for c in doc["checks"]]
+    assert verdicts.count("PASS") >= 10, verdicts  # real checks ran and passed against the cluster
+    assert {c["group"] for c in doc["checks"]} >= {"T3", "T5", "TI"}

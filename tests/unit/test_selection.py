@@ -1,0 +1,106 @@
+"""What a run collects and selects (pytest_slurmflox/selection.py), unit by unit and as a whole command.
+
+Issue 25: in the checkout, ``--slurmflox-up=local -m acceptance`` collected ``tests/`` too (``testpaths``), whose
+modules need the test extra: a newcomer's first command stopped with four collection errors. And a bare
+``--slurmflox-up`` ran every check instead of provisioning and exiting.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_slurmflox import selection
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fake_config(rootpath: Path = REPO, markexpr: str = "", args_user: bool = False, **options: Any) -> Any:
+    """The parts of a pytest config the selection rules read: options (CLI), ini (none), mark expression."""
+    source = pytest.Config.ArgsSource.ARGS if args_user else pytest.Config.ArgsSource.TESTPATHS
+    return SimpleNamespace(
+        rootpath=rootpath,
+        option=SimpleNamespace(markexpr=markexpr),
+        args_source=source,
+        getoption=lambda dest: options.get(dest),
+        getini=lambda _name: None,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_option_env(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("SLURMFLOX_"):
+            monkeypatch.delenv(name)
+
+
+def test_a_main_job_in_the_checkout_collects_the_suites_only():
+    suites = [str(REPO / "suites")]
+    assert selection.main_job_paths(fake_config(markexpr="acceptance"), user_paths=False) == suites
+    assert selection.main_job_paths(fake_config(slurmflox_up="local"), user_paths=False) == suites
+    assert selection.main_job_paths(fake_config(slurmflox_target="t.yaml"), user_paths=False) == suites
+
+
+def test_paths_the_user_names_and_runs_of_the_projects_tests_are_left_alone(tmp_path):
+    assert selection.main_job_paths(fake_config(markexpr="acceptance"), user_paths=True) is None
+    assert selection.main_job_paths(fake_config(markexpr="not acceptance"), user_paths=False) is None
+    assert selection.main_job_paths(fake_config(markexpr="integration"), user_paths=False) is None
+    # not the checkout (a customer's directory, a pytester dir): pytest's own choice
+    assert selection.main_job_paths(fake_config(tmp_path, markexpr="acceptance"), user_paths=False) is None
+
+
+def test_a_bare_up_is_plain_operation_and_anything_selected_is_not():
+    assert selection.plain_operation(fake_config(slurmflox_up="local"))
+    assert not selection.reports_wanted(fake_config(slurmflox_up="local"))
+    for selected in (
+        fake_config(slurmflox_up="local", markexpr="acceptance"),
+        fake_config(slurmflox_up="local", markexpr="T3 or T7"),
+        fake_config(slurmflox_up="local", slurmflox_groups="T3"),
+        fake_config(slurmflox_up="local", slurmflox_signoff=True),
+        fake_config(slurmflox_up="local", args_user=True),  # --pyargs pytest_slurmflox.suites named
+    ):
+        assert not selection.plain_operation(selected)
+        assert selection.acceptance_requested(selected)
+        assert selection.reports_wanted(selected)
+    assert not selection.acceptance_requested(fake_config(slurmflox_up="local"))
+
+
+def test_the_main_job_in_the_checkout_never_imports_the_projects_tests(tmp_path):
+    """The whole command, collect-only, in the checkout, with a ``hypothesis`` that cannot be imported (as on a
+    machine without the test extra): only suites are collected, nothing errors."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "hypothesis.py").write_text("raise ImportError('the test extra is not installed here')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMFLOX_", "WORKER_"))}
+    env["PYTHONPATH"] = str(shadow)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "acceptance",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:hypothesispytest",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert ids and all(line.startswith("suites/") for line in ids), ids[:5]
+    assert "error" not in proc.stdout.lower().splitlines()[-1], proc.stdout[-500:]

@@ -1,0 +1,42 @@
+"""TA's judge of a refusal (issue 26): Slurm's reason for an association refusal, nothing else, counts.
+
+The texts are Slurm's own (SchedMD/slurm src/common/slurm_errno.c: ESLURM_INVALID_ACCOUNT,
+ESLURM_INVALID_PARTITION_NAME) and runuser's; tests/integration/test_accounting_rest_local.py shows them from a live
+cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pytest_slurmflox.suites._slurm_reasons import association_refused
+
+from pytest_slurmflox.run import Result
+
+
+def _sbatch(exit_status: int, stderr: str, stdout: str = "") -> Result:
+    return Result("runuser -u x -- sbatch ...", "login", "root", exit_status, stdout, stderr, 0.1)
+
+
+def test_slurms_association_refusal_is_a_refusal():
+    text = "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n"
+    assert association_refused(_sbatch(1, text))
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "sbatch: error: Batch job submission failed: Invalid partition name specified\n",  # a typo'd partition
+        "sbatch: error: Batch job submission failed: User's group not permitted to use this partition\n",  # an ACL
+        "runuser: user sfxstrangertypo does not exist or the user entry does not contain all the required fields\n",
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n",
+        "",
+    ],
+)
+def test_any_other_failure_is_not_an_association_refusal(stderr):
+    assert not association_refused(_sbatch(1, stderr))
+
+
+def test_the_reason_without_a_failed_submission_is_not_a_refusal():
+    """A site's banner or prolog repeating the words does not make an accepted job a refusal."""
+    text = "Batch job submission failed: Invalid account or account/partition combination specified"
+    assert not association_refused(_sbatch(0, "", stdout=f"{text}\n1234\n"))

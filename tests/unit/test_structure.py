@@ -1,0 +1,164 @@
+"""The package's shape: small modules and functions, imports that point one way, and a clean type check.
+
+Sizes are counted in source lines (a module) and from ``def`` to the last line of the body (a function, nested
+ones counted on their own). Imports are read from the AST, function-level (lazy) imports included: a cycle hidden
+in a function body is still a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "pytest_slurmflox"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+SUITES = ROOT / "suites"
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "suites" not in p.relative_to(PACKAGE).parts)
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _size_offenders() -> list[str]:
+    """The package and the suites (issue 28: ``suites/`` is held to the same rules)."""
+    offenders = []
+    for path in [*_modules(), *sorted(SUITES.glob("*.py"))]:
+        rel = str(path.relative_to(ROOT))
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            offenders.append(f"{rel}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    offenders.append(f"{rel}:{node.lineno} {node.name}(): {length} lines")
+    return offenders
+
+
+def test_no_module_over_400_lines_and_no_function_over_60():
+    offenders = _size_offenders()
+    assert offenders == [], "\n".join(offenders)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every pytest_slurmflox module ``path`` imports, at any depth of its body."""
+    name = _name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("pytest_slurmflox")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            if not base.startswith("pytest_slurmflox"):
+                continue
+            for alias in node.names:  # `from . import fixtures` imports a module
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in _MODULE_NAMES else base)
+    return found - {name}
+
+
+_MODULE_NAMES = {_name(p) for p in _modules()}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_name(p): {i for i in _imports(p) if i in _MODULE_NAMES} for p in _modules()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (as a path), ignoring a package's imports of its own submodules' parent (``__init__``)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if node.startswith(nxt + "."):  # a submodule importing its package's __init__ (Progress, errors)
+                continue
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+LOCAL = "pytest_slurmflox.substrates.local."
+
+
+def test_the_import_graph_is_acyclic():
+    """Over the whole package, except edges between two modules of substrates/local (see the next test)."""
+    graph = _graph()
+    assert graph.get("pytest_slurmflox.plugin"), "the graph reader found nothing"
+    pruned = {m: {i for i in deps if not (m.startswith(LOCAL) and i.startswith(LOCAL))} for m, deps in graph.items()}
+    assert _cycle(pruned) is None, " -> ".join(_cycle(pruned) or [])
+
+
+def test_the_local_substrate_has_no_import_cycle():
+    """Fails while local/pool and local/substrate import each other: the pool taking over the cohort code is other
+    work of issue 15 (item 4). Strict: once it lands this XPASSes, which fails the run until the marker goes."""
+    graph = _graph()
+    local = {m: {i for i in deps if i.startswith(LOCAL)} for m, deps in graph.items() if m.startswith(LOCAL)}
+    assert _cycle(local) is None, " -> ".join(_cycle(local) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: The plugin layer operates a deployment, so it may reach substrate code, but only lazily (inside a function, through
+#: ``make_substrate`` and the substrate's errors): loading the plugin never loads a substrate.
+PLUGIN_LAYER = {"deploy", "fixtures", "session", "verbs"}
+
+
+def test_core_modules_never_import_substrates():
+    """The core (settings, target, lifecycle, runners, clients, sign-off, reports...) never imports substrate code at
+    any depth; the plugin layer does so only inside functions."""
+    offenders = []
+    for path in _modules():
+        name = _name(path)
+        if ".substrates" in name:
+            continue
+        short = name.removeprefix("pytest_slurmflox.")
+        tree = ast.parse(path.read_text())
+        nodes = tree.body if short in PLUGIN_LAYER else list(ast.walk(tree))
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and "substrates" in (node.module or ""):
+                offenders.append(f"{name}:{node.lineno}: from {'.' * node.level}{node.module} import ...")
+            if isinstance(node, ast.Import) and any("substrates" in a.name for a in node.names):
+                offenders.append(f"{name}:{node.lineno}: import {', '.join(a.name for a in node.names)}")
+    assert offenders == []
+
+
+def test_the_package_type_checks_clean():
+    if importlib.util.find_spec("mypy") is None:
+        pytest.fail("mypy is not installed (pip install 'pytest-slurmflox[test]')")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "pytest_slurmflox"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

@@ -1,0 +1,272 @@
+"""No value reaches a remote shell unquoted (issue 28).
+
+A runner's ``run(command, *args)`` hands ``command`` to ``bash -c`` on a node, a pod or this host. A value put
+into that text by an f-string, ``%`` or ``.format`` (a partition from the target file, a job id from a REST reply,
+a run id) becomes shell syntax if it holds a space, ``;`` or ``$(...)``. The one way in is
+:func:`pytest_slurmflox.run.quoted` (a value inside the line) or the runner's ``*args`` / ``command_line``
+(values appended), both ``shlex.quote``. This test reads the AST of the package and the suites and fails on a
+``.run(...)`` whose command interpolates anything else than a constant or a quoted value, also where the command
+is ``"sep".join(...)`` of parts (a comprehension, or a list built with ``append`` in the same function).
+
+What it cannot see: a command built in another function and passed in (a parameter is the caller's business, and
+the caller's own ``.run`` is checked where it builds the text), and helpers that take shell text by contract
+(``Jobs.srun(args, command)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED = (ROOT / "pytest_slurmflox", ROOT / "suites")
+#: Calls whose first argument is a command line for a shell somewhere: a runner's ``run``, a qemu guest's ``root``.
+COMMAND_METHODS = {"run", "root"}
+#: Quoting templates: their first argument is command text (checked like any), their other values come out quoted.
+#: New code uses run.py's ``quoted``/``command_line``.
+TEMPLATES = {"quoted", "command_line"}
+#: Quoting one value: what comes out is one shell word whatever went in. ``shlex.quote`` is what the templates call;
+#: suites/_support.py's ``_q`` is ``shlex.quote`` under a short name.
+QUOTERS = {"quote", "_q"}
+#: Attributes that are shell text by construction, not values.
+SHELL_TEXT_ATTRIBUTES = {
+    "outdir",  # submit.Jobs.outdir: run.quoted(RUNS_DIR/%s, run id); must stay unquoted text to expand $HOME
+}
+#: (file, function) -> why an interpolated value there is not a hole. Keep it short; each entry says why.
+ALLOWED = {
+    # srun's options and command are shell text by the method's contract (callers pass `-N1 -w node`, a wrapped
+    # script); the values it adds itself (job name, partition) go through quoted()
+    ("pytest_slurmflox/submit.py", "Jobs.srun"): "args and command are shell text by contract",
+    ("suites/test_t10_isolation.py", "_admin_srun.srun"): "Jobs.srun's contract, as root",
+}
+_CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One ``.run`` that interpolates a value no quoting helper saw."""
+
+    file: str
+    line: int
+    function: str
+    values: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}: unquoted {', '.join(self.values)}"
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _is_join(node: ast.expr) -> bool:
+    """``"<constant separator>".join(one iterable)``: command text made of parts."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and isinstance(node.func.value, ast.Constant)
+        and len(node.args) == 1
+    )
+
+
+class _Checker(ast.NodeVisitor):
+    """Walks one module, keeping the enclosing function (for its local assignments and the allow-list)."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.stack: list[ast.AST] = []
+        self.names: list[str] = []
+        self.findings: list[Finding] = []
+
+    def _scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.stack.append(node)
+        self.names.append(node.name)
+        self.generic_visit(node)
+        self.names.pop()
+        self.stack.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in COMMAND_METHODS and node.args:
+            bad = self._command(node.args[0], set())
+            if bad:
+                function = ".".join(self.names) or "<module>"
+                self.findings.append(Finding(self.file, node.lineno, function, tuple(ast.unparse(v) for v in bad)))
+        self.generic_visit(node)
+
+    def _assigned(self, name: str) -> list[ast.expr]:
+        """What ``name`` is assigned in the enclosing function (all of its assignments)."""
+        scope = next((s for s in reversed(self.stack) if not isinstance(s, ast.ClassDef)), None)
+        if scope is None:
+            return []
+        values = []
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                values.append(node.value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+                values.extend([node.value] if node.value is not None else [])
+        return values
+
+    def _command(self, expr: ast.expr, seen: set[str]) -> list[ast.expr]:
+        """The interpolated values in command text ``expr`` that are not safe."""
+        if isinstance(expr, ast.JoinedStr):
+            parts = [v.value for v in expr.values if isinstance(v, ast.FormattedValue)]
+            return [v for v in parts if not self._safe(v, seen)]
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            return [bad for side in (expr.left, expr.right) for bad in self._operand(side, seen)]
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+            values = expr.right.elts if isinstance(expr.right, ast.Tuple) else [expr.right]
+            return [v for v in values if not self._safe(v, seen)]
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format":
+            values = [*expr.args, *(k.value for k in expr.keywords)]
+            return [v for v in values if not self._safe(v, seen)]
+        if isinstance(expr, ast.Call) and _call_name(expr) in TEMPLATES and expr.args:
+            return self._command(expr.args[0], seen)  # the template itself must not smuggle a value in
+        if _is_join(expr):
+            return self._joined(expr.args[0], seen)
+        if isinstance(expr, ast.IfExp):
+            return self._command(expr.body, seen) + self._command(expr.orelse, seen)
+        if isinstance(expr, ast.Name) and expr.id not in seen:
+            # a command text built earlier in the same function is checked as if written in place
+            return [bad for value in self._assigned(expr.id) for bad in self._command(value, seen | {expr.id})]
+        return []  # a parameter or a helper's result: checked where that text is built
+
+    def _joined(self, parts: ast.expr, seen: set[str]) -> list[ast.expr]:
+        """``"sep".join(parts)`` as command text: each part of a comprehension is more command text (or a value
+        that must be safe); any other iterable (a list of job ids) is a value no quoting helper saw."""
+        if isinstance(parts, ast.GeneratorExp | ast.ListComp):
+            return self._operand(parts.elt, seen)
+        if isinstance(parts, ast.Name) and parts.id not in seen and self._assigned(parts.id):
+            # a list of command texts built in this function: every element and every append must be safe
+            inner = seen | {parts.id}
+            return [bad for item in self._items(parts.id) for bad in self._operand(item, inner)]
+        return [parts]
+
+    def _items(self, name: str) -> list[ast.expr]:
+        """The elements list ``name`` gets in the enclosing function: literal elements, ``.append``/``.extend``
+        arguments (an extend's argument as one item, unless it is a literal list); anything else is one item."""
+        scope = next(s for s in reversed(self.stack) if not isinstance(s, ast.ClassDef))
+        items: list[ast.expr] = []
+        for value in self._assigned(name):
+            items.extend(value.elts if isinstance(value, ast.List | ast.Tuple) else [value])
+        for node in ast.walk(scope):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name:
+                for arg in node.args if func.attr in ("append", "extend") else []:
+                    literal = func.attr == "extend" and isinstance(arg, ast.List | ast.Tuple)
+                    items.extend(arg.elts if literal else [arg])
+        return items
+
+    def _operand(self, side: ast.expr, seen: set[str]) -> list[ast.expr]:
+        """One side of ``+``: more command text, or a value that must be safe."""
+        if isinstance(side, ast.Constant | ast.JoinedStr | ast.BinOp):
+            return self._command(side, seen)
+        return [] if self._safe(side, seen) else [side]
+
+    def _safe(self, value: ast.expr, seen: set[str]) -> bool:
+        """A value that may stand in command text: a constant, a quoting helper's output, known shell text."""
+        if isinstance(value, ast.Constant):
+            return True
+        if isinstance(value, ast.Name):
+            if _CONSTANT_NAME.match(value.id):
+                return True
+            assigned = self._assigned(value.id) if value.id not in seen else []
+            return bool(assigned) and all(self._safe(a, seen | {value.id}) for a in assigned)
+        if isinstance(value, ast.Attribute):
+            return bool(_CONSTANT_NAME.match(value.attr)) or value.attr in SHELL_TEXT_ATTRIBUTES
+        if isinstance(value, ast.Call) and _call_name(value) in QUOTERS:
+            return True
+        if isinstance(value, ast.Call) and _call_name(value) in TEMPLATES:
+            return not (value.args and self._command(value.args[0], seen))
+        if _is_join(value):
+            return not self._command(value, seen)
+        if isinstance(value, ast.JoinedStr | ast.BinOp):
+            return not self._command(value, seen)
+        return False
+
+
+def unquoted_values(source: str, file: str = "<snippet>") -> list[Finding]:
+    """Every ``.run`` in ``source`` that interpolates a value no quoting helper saw."""
+    checker = _Checker(file)
+    checker.visit(ast.parse(source))
+    return checker.findings
+
+
+def _findings() -> list[Finding]:
+    out = []
+    for base in SCANNED:
+        for path in sorted(base.rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            out += [f for f in unquoted_values(path.read_text(), rel) if (f.file, f.function) not in ALLOWED]
+    return out
+
+
+def test_no_value_reaches_a_remote_shell_unquoted():
+    offenders = [str(f) for f in _findings()]
+    assert not offenders, "interpolate with run.quoted() or pass runner args:\n" + "\n".join(offenders)
+
+
+def test_the_allow_list_names_real_places():
+    """An allow-list entry whose function no longer interpolates anything is stale and must go."""
+    for file, function in ALLOWED:
+        found = unquoted_values((ROOT / file).read_text(), file)
+        assert any(f.function == function for f in found), f"{file} {function}: nothing to allow any more"
+
+
+# ----------------------------------------------------------------------------------------- the checker itself
+def test_the_checker_finds_a_value_in_an_fstring():
+    bad = 'def f(runner, partition):\n    runner.run(f"scontrol show partition {partition}")\n'
+    assert [(f.function, f.values) for f in unquoted_values(bad)] == [("f", ("partition",))]
+
+
+def test_the_checker_finds_percent_format_concatenation_and_a_line_built_earlier():
+    bad = (
+        "def f(sh, job, group, path):\n"
+        '    sh.run("scancel %s" % job)\n'
+        '    sh.run("chgrp {} x".format(group))\n'
+        '    sh.run("cat " + path)\n'
+        '    line = f"rm -rf {path}"\n'
+        "    sh.run(line)\n"
+        '    sh.run(quoted(f"ls {path} %s", job))\n'
+    )
+    assert [f.values for f in unquoted_values(bad)] == [("job",), ("group",), ("path",), ("path",), ("path",)]
+
+
+def test_the_checker_accepts_constants_quoted_values_and_runner_args():
+    good = (
+        "def f(sh, job, node):\n"
+        "    sh.run(f\"scontrol show {KIND} {quoted('%s', job)}\")\n"
+        '    sh.run(quoted("scancel %s", job))\n'
+        '    sh.run("id -u", node)\n'
+        '    sh.run(f"mkdir -p {submit.outdir}")\n'
+        '    prefix = quoted("cd %s &&", node)\n'
+        '    sh.run(f"{prefix} ls")\n'
+        '    sh.run(command_line(f"kubectl --kubeconfig {KUBECONFIG}", [node]))\n'
+    )
+    assert unquoted_values(good) == []
+
+
+def test_the_checker_reads_joined_command_text():
+    bad = (
+        "def f(sh, jobs, outdir):\n"
+        '    sh.run(" ; ".join(f"cat {outdir}/{job}.out" for job in jobs))\n'
+        '    sh.run("scancel " + " ".join(jobs))\n'
+        "    steps = []\n"
+        '    steps.append(f"sacctmgr add user {outdir}")\n'
+        '    sh.run(" && ".join(steps))\n'
+    )
+    assert [f.values for f in unquoted_values(bad)] == [("outdir", "job"), ("' '.join(jobs)",), ("outdir",)]
+    good = (
+        "def f(sh, jobs, outdir):\n"
+        '    sh.run(" ; ".join(quoted("cat %s/%s.out", outdir, job) for job in jobs))\n'
+        '    sh.run("scancel " + " ".join(quote(job) for job in jobs))\n'
+        '    steps = [quoted("mkdir -p %s", outdir)]\n'
+        '    steps.append(quoted("sacctmgr add user %s", outdir))\n'
+        '    sh.run(" && ".join(steps))\n'
+    )
+    assert unquoted_values(good) == []
