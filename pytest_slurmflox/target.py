@@ -15,6 +15,7 @@ Target file (YAML)::
     admin: {user: root}             # optional; same host/port/key/known_hosts unless given
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
+                                    # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
     slurm: {partition: all}
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
@@ -44,6 +45,7 @@ from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
+from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .state import atomic_write
@@ -73,6 +75,9 @@ class KubeSpec:
     #: a customer target declares its own, a substrate's target the reference's (issue 26).
     worker_label: str | None = None
     worker_taint: str | None = None
+    #: The image of a privileged node debug pod (``kubectl debug node/...``) T1 may run to read a node's containerd
+    #: configuration (nodedebug.py); undeclared on a customer target, that check is NOT RUN naming the key.
+    node_debug_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +197,16 @@ def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
         login_set=k.get("loginset"),
         worker_label=str(k["worker_label"]) if k.get("worker_label") else None,
         worker_taint=str(k["worker_taint"]) if k.get("worker_taint") else None,
+        node_debug_image=_checked(parse_image, k.get("node_debug_image")),
     )
+
+
+def _checked(parse: Any, value: Any) -> Any:
+    """``parse(value)`` (None for an absent value); its ValueError, which names the key, is a TargetError."""
+    try:
+        return None if value in (None, "") else parse(value)
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _identity(doc: Mapping[str, Any]) -> Identity | None:
@@ -326,7 +340,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
         if kube.login_set:
             doc["kubernetes"]["loginset"] = kube.login_set
-        for key in ("worker_label", "worker_taint"):
+        for key in ("worker_label", "worker_taint", "node_debug_image"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
     if spec.slurm_version:
