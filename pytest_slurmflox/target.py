@@ -29,6 +29,7 @@ Target file (YAML)::
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
     accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
     rest: {url: https://..., token_command: scontrol token}
+    flox: {lock_file: hpc-17.lock}  # optional: the pinned generation's manifest.lock (T2 on Kubernetes, floxlock.py)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
+from .floxlock import lock_file
 from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
@@ -128,18 +130,12 @@ class TargetSpec:
     directory: Directory | None = None  #: the directory service (group TD), when declared
     accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
+    flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
         declared = {"directory": self.directory, "accounting": self.accounting, "rest": self.rest}
         return declared.get(capability) is not None
-
-
-def _directory(doc: Mapping[str, Any]) -> Directory | None:
-    try:
-        return parse_directory(doc.get("directory"))
-    except ValueError as exc:
-        raise TargetError(str(exc)) from None
 
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -276,7 +272,8 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         slurm_version=(doc.get("slurm") or {}).get("version"),
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
-        directory=_directory(doc),
+        directory=_checked(parse_directory, doc.get("directory")),
+        flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -362,6 +359,8 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         doc["accounting"] = capabilities.accounting_document(spec.accounting)
     if spec.rest is not None:
         doc["rest"] = capabilities.rest_document(spec.rest)
+    if spec.flox_lock is not None:
+        doc["flox"] = {"lock_file": str(spec.flox_lock)}
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc
