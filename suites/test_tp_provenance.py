@@ -136,8 +136,8 @@ def _login_environments(kind: str, sem: Semantics, found: dict, workers, *eviden
     for node in workers:
         requirement(
             f"{node}+login" in found,
-            f"[{kind} {sem.label}] the user's login environment on {node} was computed (sbatch --export={sem.mode} "
-            "implies --get-user-env)",
+            f"[{kind} {sem.label}] the user's login environment on {node} was computed (sbatch with NONE or a "
+            "variable list implies --get-user-env)",
             *evidence,
         )
     return {node: found[f"{node}+login"] for node in workers}
