@@ -71,9 +71,10 @@ echo done
 """
 
 
-def whole_worker_problem(lines: list[str], cpus: int, mem_mb: int) -> str | None:
+def whole_worker_problem(lines: list[str], cpus: int, mem_mb: int, allowed_pct: float = 100.0) -> str | None:
     """What one worker's :data:`_WHOLE_PROBE` answer shows against its node record (``cpus`` CPUTot, ``mem_mb``
-    RealMemory), or None: the task must run on exactly that many CPUs and no limit may hold it below that memory."""
+    RealMemory), or None: the task must run on exactly that many CPUs and no limit may hold it below that memory,
+    as much of it as the cluster's cgroup.conf lets a job use (``allowed_pct``: AllowedRAMSpace, cgroup.conf(5))."""
     if "done" not in lines:
         return f"the probe did not finish: {lines!r}"
     facts = dict(line.split("=", 1) for line in lines if line.startswith("allowed="))
@@ -88,8 +89,12 @@ def whole_worker_problem(lines: list[str], cpus: int, mem_mb: int) -> str | None
             if value.isdigit():
                 limits.append((int(value), where))
     low = min(limits, default=None)
-    if low is not None and low[0] < mem_mb * 2**20:
-        problems.append(f"its node record declares {mem_mb} MiB but {low[1]} limits the task to {low[0] // 2**20} MiB")
+    want = int(mem_mb * allowed_pct / 100) * 2**20
+    if low is not None and low[0] < want:
+        share = "" if allowed_pct == 100 else f" (AllowedRAMSpace {allowed_pct:g}%: {want // 2**20} MiB)"
+        problems.append(
+            f"its node record declares {mem_mb} MiB{share} but {low[1]} limits the task to {low[0] // 2**20} MiB"
+        )
     return "; ".join(problems) or None
 
 
@@ -101,6 +106,7 @@ def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm,
     to read one worker's answer back against the request it made)."""
     require_enforced(target, "cpu-binding")
     nodes = {n.name: n for n in slurm.nodes()}
+    allowed = _allowed_ram_space(target)
     unknown = sorted(set(workers) - set(nodes))
     requirement(not unknown, f"every worker has a node record in slurmctld (none for {unknown})", str(sorted(nodes)))
     shapes: dict[tuple[int, int], list[str]] = {}
@@ -110,13 +116,24 @@ def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm,
     for (cpus, mem), names in sorted(shapes.items()):
         step = across(submit, names, _WHOLE_PROBE, args=f"--exclusive -c{cpus} --mem={mem}")
         evidence.append(step.result)
-        problems += step.wrong(lambda _node, lines, c=cpus, m=mem: whole_worker_problem(lines, c, m))
+        problems += step.wrong(lambda _node, lines, c=cpus, m=mem: whole_worker_problem(lines, c, m, allowed))
     requirement(
         not problems,
         "on every worker a whole-worker request gets every CPU and all the memory its node record declares: "
         + "; ".join(problems),
         *evidence,
     )
+
+
+def _allowed_ram_space(target) -> float:
+    """The share of its memory a job may use, by the cluster's own configuration (``scontrol show config`` at login:
+    AllowedRAMSpace when ConstrainRAMSpace is on; 100% otherwise)."""
+    from pytest_slurmflox.authkeys import parse_show_config
+
+    config = parse_show_config(target.login.run("scontrol show config").check().stdout)
+    if config.get("ConstrainRAMSpace", "").lower() != "yes":
+        return 100.0
+    return float(config.get("AllowedRAMSpace", "100").rstrip("%") or 100)
 
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])

@@ -41,3 +41,15 @@ def test_the_probe_reads_this_process_cpus_and_every_memory_limit_up_to_its_root
 def _allowed() -> str:
     with open("/proc/self/status") as status:
         return next(line.split(":", 1)[1].strip() for line in status if line.startswith("Cpus_allowed_list"))
+
+
+def test_a_cluster_that_lets_jobs_use_part_of_a_node_is_judged_by_that_share():
+    """cgroup.conf AllowedRAMSpace=50: Slurm limits a whole-worker job to half of RealMemory; that is the site's
+    configuration, not a worker holding the task back (a pod limit below that share still is)."""
+    job = f"memlimit={GIB // 2} /sys/fs/cgroup/memory/slurm/job_1"
+    assert whole_worker_problem(["allowed=0-1", job, "done"], cpus=2, mem_mb=1024, allowed_pct=50.0) is None
+    pod = f"memlimit={GIB // 4} /sys/fs/cgroup/memory"
+    assert whole_worker_problem(["allowed=0-1", job, pod, "done"], cpus=2, mem_mb=1024, allowed_pct=50.0) == (
+        "its node record declares 1024 MiB (AllowedRAMSpace 50%: 512 MiB) but /sys/fs/cgroup/memory limits the task "
+        "to 256 MiB"
+    )
