@@ -40,6 +40,8 @@ PARTITION = "slurm.partition"
 KUBERNETES = ("kubernetes.namespace", "kubernetes.nodeset")
 #: The worker pool's node label and taint (T10's placement; only on a target with a ``kubernetes`` section).
 PLACEMENT = ("kubernetes.worker_label", "kubernetes.worker_taint")
+#: The image of the node debug pod T1 reads a customer node's containerd configuration through (nodedebug.py).
+NODE_DEBUG = "kubernetes.node_debug_image"
 
 #: Keys every group needs: the cohort pre-flight before each check reads the partition's nodes
 #: (suites/conftest.py ``workers``), and on a target with a ``kubernetes`` section the NodeSet that owns them.
@@ -65,7 +67,7 @@ GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
 
 
 #: Group -> keys it needs only on a target with a ``kubernetes`` section (its Kubernetes-side checks).
-KUBERNETES_GROUP_KEYS: Mapping[str, tuple[str, ...]] = {"T10": PLACEMENT}
+KUBERNETES_GROUP_KEYS: Mapping[str, tuple[str, ...]] = {"T1": (NODE_DEBUG,), "T10": PLACEMENT}
 
 
 def declared_keys(doc: Mapping[str, Any]) -> frozenset[str]:
@@ -132,7 +134,8 @@ def readme_table() -> str:
     for group in GROUPS:
         keys = GROUP_KEYS.get(group, ())
         if kube_keys := KUBERNETES_GROUP_KEYS.get(group):
-            rows.append(f"| {group} | with a `kubernetes` section: {_cell(kube_keys)} |")
+            first = f"{_cell(keys)}; " if keys else ""
+            rows.append(f"| {group} | {first}with a `kubernetes` section: {_cell(kube_keys)} |")
         elif section := SERVICE_SECTIONS.get(group):
             rows.append(
                 f"| {group} | the `{section}` section (service groups, below){', ' + _cell(keys) if keys else ''} |"

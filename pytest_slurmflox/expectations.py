@@ -127,18 +127,24 @@ def task_env_problems(
     allow_list: tuple[str, ...],
     runtime: Runtime,
     varlist: tuple[str, ...] = (),
+    login: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Every way a task environment differs from the one computed for ``mode``; empty when it is exactly right.
 
     Expected: the submit-side variables the mode passes (same values), PATH per :func:`expected_task_path`,
     exactly the allow-listed activation variables with the environment's values, plus Slurm's own variables
-    (:func:`slurm_sets`). Anything else added or changed is named.
+    (:func:`slurm_sets`). Anything else added or changed is named. ``login``: the user's login environment on the
+    worker when the submission implies ``--get-user-env`` (loginenv.py): its variables may be there with its values,
+    and PATH may be the login PATH around the environment's entries (or, when slurmd could not load it, none).
     """
     problems: list[str] = []
     exports = expected_exports(allow_list, runtime)
     passed_path = submit.get("PATH") if passes_through(mode, "PATH", varlist) else None
     want_path = expected_task_path(precedence, runtime.path, passed_path)
     got_path = task.get("PATH")
+    login_path = (login or {}).get("PATH") if passed_path is None else None
+    if login_path and got_path == expected_task_path(precedence, runtime.path, login_path):
+        want_path = got_path  # the user's login PATH, which --get-user-env loaded
     if got_path != want_path:
         problems.append(f"PATH is {got_path!r}, expected {want_path!r} ({precedence} of {list(runtime.path)})")
     for name, value in exports.items():
@@ -153,6 +159,10 @@ def task_env_problems(
             continue
         if slurm_sets(name):
             continue
+        if login is not None and name in login:
+            if value != login[name]:
+                problems.append(f"{name}={value!r}, the user's login environment on the worker has {login[name]!r}")
+            continue  # the user's login environment (--get-user-env, loginenv.py)
         origin = " (activation state not on the allow-list)" if name in runtime.exports else ""
         problems.append(f"unexpected variable {name}={value!r}{origin}")
     for name, value in sorted(submit.items()):

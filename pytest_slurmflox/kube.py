@@ -4,7 +4,8 @@ Why plain dicts in Kubernetes JSON shape (``metadata.name``, ``spec.runtimeClass
 assertion then reads exactly like the ``kubectl get -o json`` output an operator would check, evidence can be
 dumped as JSON unchanged, and nothing outside this module depends on the ``kubernetes`` package's model
 classes. Everything is read-only except :meth:`KubeClient.exec`, which runs a command in a pod's container and
-returns a :class:`~pytest_slurmflox.run.Result` like every other runner.
+returns a :class:`~pytest_slurmflox.run.Result` like every other runner, and the node debug pod T1 may create and
+delete when the target declares it (:meth:`KubeClient.create_pod`, :meth:`KubeClient.delete_pod`; nodedebug.py).
 """
 
 from __future__ import annotations
@@ -151,6 +152,27 @@ class KubeClient:
 
     def loginsets(self) -> list[dict]:
         return self._custom_list("loginsets")
+
+    # ------------------------------------------------------------------------------------ debug pods
+    def pod(self, name: str) -> dict | None:
+        """One pod of this namespace, None if it does not exist."""
+        return self._one(self.core.read_namespaced_pod, name)
+
+    def create_pod(self, doc: Mapping[str, Any]) -> dict:
+        """Create a pod in this namespace from its Kubernetes JSON (a node debug pod, nodedebug.py: the one object
+        the suites create, and delete again)."""
+        body: Any = dict(doc)  # the API takes Kubernetes JSON as well as a V1Pod
+        return _plain(self.core.create_namespaced_pod(self.namespace, body))
+
+    def delete_pod(self, name: str) -> None:
+        """Delete a pod of this namespace at once (grace period 0); one already gone is fine."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     # ------------------------------------------------------------------------------------ exec
     def exec(self, pod: str, container: str, command: str, *, timeout: float = 120.0) -> Result:

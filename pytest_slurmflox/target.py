@@ -15,6 +15,7 @@ Target file (YAML)::
     admin: {user: root}             # optional; same host/port/key/known_hosts unless given
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
+                                    # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
     slurm: {partition: all}
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
@@ -28,6 +29,7 @@ Target file (YAML)::
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
     accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
     rest: {url: https://..., token_command: scontrol token}
+    flox: {lock_file: hpc-17.lock}  # optional: the pinned generation's manifest.lock (T2 on Kubernetes, floxlock.py)
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
+from .floxlock import lock_file
+from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
 from .state import atomic_write
@@ -73,6 +77,9 @@ class KubeSpec:
     #: a customer target declares its own, a substrate's target the reference's (issue 26).
     worker_label: str | None = None
     worker_taint: str | None = None
+    #: The image of a privileged node debug pod (``kubectl debug node/...``) T1 may run to read a node's containerd
+    #: configuration (nodedebug.py); undeclared on a customer target, that check is NOT RUN naming the key.
+    node_debug_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,18 +130,12 @@ class TargetSpec:
     directory: Directory | None = None  #: the directory service (group TD), when declared
     accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
+    flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
         declared = {"directory": self.directory, "accounting": self.accounting, "rest": self.rest}
         return declared.get(capability) is not None
-
-
-def _directory(doc: Mapping[str, Any]) -> Directory | None:
-    try:
-        return parse_directory(doc.get("directory"))
-    except ValueError as exc:
-        raise TargetError(str(exc)) from None
 
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -192,7 +193,16 @@ def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
         login_set=k.get("loginset"),
         worker_label=str(k["worker_label"]) if k.get("worker_label") else None,
         worker_taint=str(k["worker_taint"]) if k.get("worker_taint") else None,
+        node_debug_image=_checked(parse_image, k.get("node_debug_image")),
     )
+
+
+def _checked(parse: Any, value: Any) -> Any:
+    """``parse(value)`` (None for an absent value); its ValueError, which names the key, is a TargetError."""
+    try:
+        return None if value in (None, "") else parse(value)
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _identity(doc: Mapping[str, Any]) -> Identity | None:
@@ -262,7 +272,8 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         slurm_version=(doc.get("slurm") or {}).get("version"),
         deployed=_deployed(doc, substrate),
         limitations=_limitations(doc),
-        directory=_directory(doc),
+        directory=_checked(parse_directory, doc.get("directory")),
+        flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -326,7 +337,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
         if kube.login_set:
             doc["kubernetes"]["loginset"] = kube.login_set
-        for key in ("worker_label", "worker_taint"):
+        for key in ("worker_label", "worker_taint", "node_debug_image"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
     if spec.slurm_version:
@@ -348,6 +359,8 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         doc["accounting"] = capabilities.accounting_document(spec.accounting)
     if spec.rest is not None:
         doc["rest"] = capabilities.rest_document(spec.rest)
+    if spec.flox_lock is not None:
+        doc["flox"] = {"lock_file": str(spec.flox_lock)}
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc

@@ -6,9 +6,11 @@ Two ways to know the store paths, never from the worker under test:
   through the pool) and the substrate's store registered its NAR hash when it built it; the provider's record says
   where each worker's pin lives (its Nix profile). On each worker a task reads what that profile points at, the path
   its tasks were activated from, and recomputes the NAR hash of what it really has there;
-- Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.floxlock), must be the same on
-  every worker of the cohort, and each store path it names for the worker's system must pass ``nix-store
-  --verify-path`` there. A worker without /nix or without the lock makes the check SKIP naming it.
+- Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.floxlock), must name, for the
+  worker's system, exactly the store paths of the pinned generation's lock obtained off the cluster (the target's
+  ``flox.lock_file``, or the Flox CLI on the operator's machine; neither: NOT RUN naming the key), be the same on
+  every worker of the cohort, and each store path it names must pass ``nix-store --verify-path`` there. A worker
+  without /nix or without the lock makes the check SKIP naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import base64
 
 import pytest
 
-from pytest_slurmflox.floxlock import LockError, nix_system, parse_lock
+from pytest_slurmflox.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 
 from ._support import PROFILE_DIR, _q, on_each, per_node, require, requirement, runtimes
@@ -76,8 +78,25 @@ _LOCK_PROBE = (
 )
 
 
+def _pinned(target, expect):
+    """The pinned generation's lock obtained off the cluster (floxlock.pinned_lock): the target's ``flox.lock_file``
+    or the Flox CLI here; neither is NOT RUN naming the key (what the workers are compared with comes first)."""
+    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+
+    s = expect.settings
+    try:
+        lock, source = pinned_lock(target.spec.flox_lock, s.worker_flox_env, s.worker_flox_generation)
+    except LockError as exc:
+        requirement(False, f"the pinned generation {expect.environment}'s lock is readable off the cluster", str(exc))
+    if lock is None:
+        pytest.skip(f"{NOT_RUN_PREFIX}{source} (the pinned generation {expect.environment}'s lock)")
+    return lock, source
+
+
 def flox_lock_check(target, submit, workers, expect) -> None:
-    """The Flox-target check: one lock across the cohort, every locked path of the worker's system verified there."""
+    """The Flox-target check: every worker's lock is the pinned generation's (obtained off the cluster) for its
+    system, one lock across the cohort, and every locked path of the worker's system verified there."""
+    pinned, source = _pinned(target, expect)
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)  # FLOX_ENV of each slurmd
     cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
     res = on_each(submit, workers, f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; {_LOCK_PROBE}')
@@ -101,6 +120,9 @@ def flox_lock_check(target, submit, workers, expect) -> None:
             f"{node}: the lock names store paths for its system {nix_system(machine, kernel)}",
             f"systems in the lock: {locks[node].systems()}",
         )
+    systems = {node: nix_system(*seen[node].get("system", "").partition(" ")[::2]) for node in locks}
+    differ = cohort_lock_problems(pinned, locks, systems)
+    requirement(not differ, f"every worker realized {expect.environment}'s lock ({source}): " + "; ".join(differ), res)
     digests = {node: lock.digest for node, lock in locks.items()}
     requirement(len(set(digests.values())) == 1, "one generation lock across the whole cohort", str(digests))
     lists = {node: " ".join(_q(p) for p in sorted(set(ps.values()))) for node, ps in paths.items()}

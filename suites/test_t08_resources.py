@@ -22,7 +22,7 @@ from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
 from ._cohort import across, ring_case
-from ._support import Mark, declared, require_enforced, requirement
+from ._support import declared, require_enforced, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
 
@@ -49,22 +49,91 @@ def test_advertised_capacity_equals_declared(slurm, workers, expect, target):
         )
 
 
-def test_whole_worker_request_gets_every_declared_cpu(submit, expect, target):
-    """A request for every declared CPU runs, on that many CPUs as the kernel sees them (the task's
-    Cpus_allowed_list), not as Slurm's SLURM_CPUS_ON_NODE says, which only reads the request back (#26)."""
-    declared(target, CPUS)
+#: In a task of a whole-worker request: the CPUs the kernel lets it run on, and every memory limit on the way from
+#: its cgroup up to the root it can see (v1 ``memory.limit_in_bytes`` under the memory hierarchy, v2 ``memory.max``);
+#: the kernel enforces the smallest. A pod's or node's own limit is the topmost one a task sees (cgroup namespace).
+_WHOLE_PROBE = r"""
+echo "allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+while IFS=: read -r _ ctrl path; do
+    case ",$ctrl," in
+        *,memory,*) base=/sys/fs/cgroup/memory; f=memory.limit_in_bytes;;
+        ,,) base=/sys/fs/cgroup; f=memory.max;;
+        *) continue;;
+    esac
+    d=$base${path%/}
+    while :; do
+        [ -r "$d/$f" ] && echo "memlimit=$(cat "$d/$f") $d"
+        [ "$d" = "$base" ] || [ "${d#"$base"/}" = "$d" ] && break
+        d=${d%/*}
+    done
+done < /proc/self/cgroup
+echo done
+"""
+
+
+def whole_worker_problem(lines: list[str], cpus: int, mem_mb: int, allowed_pct: float = 100.0) -> str | None:
+    """What one worker's :data:`_WHOLE_PROBE` answer shows against its node record (``cpus`` CPUTot, ``mem_mb``
+    RealMemory), or None: the task must run on exactly that many CPUs and no limit may hold it below that memory,
+    as much of it as the cluster's cgroup.conf lets a job use (``allowed_pct``: AllowedRAMSpace, cgroup.conf(5))."""
+    if "done" not in lines:
+        return f"the probe did not finish: {lines!r}"
+    facts = dict(line.split("=", 1) for line in lines if line.startswith("allowed="))
+    allowed = _cpu_list(facts.get("allowed", ""))
+    problems = []
+    if len(allowed) != cpus:
+        problems.append(f"its node record declares {cpus} CPUs but the kernel lets the task run on {sorted(allowed)}")
+    limits = []
+    for line in lines:
+        if line.startswith("memlimit="):
+            value, _, where = line[len("memlimit=") :].partition(" ")
+            if value.isdigit():
+                limits.append((int(value), where))
+    low = min(limits, default=None)
+    want = int(mem_mb * allowed_pct / 100) * 2**20
+    if low is not None and low[0] < want:
+        share = "" if allowed_pct == 100 else f" (AllowedRAMSpace {allowed_pct:g}%: {want // 2**20} MiB)"
+        problems.append(
+            f"its node record declares {mem_mb} MiB{share} but {low[1]} limits the task to {low[0] // 2**20} MiB"
+        )
+    return "; ".join(problems) or None
+
+
+def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm, workers, target):
+    """On every worker in one step (one step per distinct node shape): a request for all the CPUs and memory Slurm's
+    node record declares for that worker runs on that many CPUs as the kernel sees them (Cpus_allowed_list) and no
+    cgroup above the task holds it below that memory. The node record is slurmctld's; the CPUs and limits are the
+    kernel's, read by the task: a worker whose pod or cgroup does not give the whole node FAILs, named (#26: it used
+    to read one worker's answer back against the request it made)."""
     require_enforced(target, "cpu-binding")
-    cpus = expect.settings.worker_cpus
-    mark = Mark.new()
-    probe = mark.echo("allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)")
-    res = submit.srun(f"-N1 -n1 -c{cpus}", "bash -c " + shlex.quote(probe))
-    allowed = [line.partition("=")[2] for line in mark.lines(res.stdout) if line.startswith("allowed=")]
-    got = len(_cpu_list(allowed[0])) if allowed else 0
+    nodes = {n.name: n for n in slurm.nodes()}
+    allowed = _allowed_ram_space(target)
+    unknown = sorted(set(workers) - set(nodes))
+    requirement(not unknown, f"every worker has a node record in slurmctld (none for {unknown})", str(sorted(nodes)))
+    shapes: dict[tuple[int, int], list[str]] = {}
+    for name in workers:
+        shapes.setdefault((nodes[name].cpus, nodes[name].real_memory), []).append(name)
+    problems, evidence = [], []
+    for (cpus, mem), names in sorted(shapes.items()):
+        step = across(submit, names, _WHOLE_PROBE, args=f"--exclusive -c{cpus} --mem={mem}")
+        evidence.append(step.result)
+        problems += step.wrong(lambda _node, lines, c=cpus, m=mem: whole_worker_problem(lines, c, m, allowed))
     requirement(
-        res.ok and got == cpus,
-        f"a whole-worker request runs on {cpus} CPUs (the kernel allows it {got}: {allowed})",
-        res,
+        not problems,
+        "on every worker a whole-worker request gets every CPU and all the memory its node record declares: "
+        + "; ".join(problems),
+        *evidence,
     )
+
+
+def _allowed_ram_space(target) -> float:
+    """The share of its memory a job may use, by the cluster's own configuration (``scontrol show config`` at login:
+    AllowedRAMSpace when ConstrainRAMSpace is on; 100% otherwise)."""
+    from pytest_slurmflox.authkeys import parse_show_config
+
+    config = parse_show_config(target.login.run("scontrol show config").check().stdout)
+    if config.get("ConstrainRAMSpace", "").lower() != "yes":
+        return 100.0
+    return float(config.get("AllowedRAMSpace", "100").rstrip("%") or 100)
 
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])

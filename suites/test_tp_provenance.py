@@ -15,6 +15,9 @@ Where the expectations come from (never from the task profile the worker wrote):
 - the values Slurm sets for SLURM_CONF and TMPDIR: the login endpoint's ``scontrol show config`` (the controller's);
 - export semantics and Slurm's own variables: expectations.py (our code, documented in docs/evidence-table.md);
   ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
+- the user's login variables a batch job may carry (sbatch with NONE or a variable list implies --get-user-env,
+  sbatch(1)): a reference computed in the same job on the same worker by what su(1) and the login shell give
+  (pytest_slurmflox/loginenv.py); a variable that is not the reference's, name and value, still FAILS;
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
 - the environment's PATH entries, the executables in them and the values its activation defines: the runtime
   provider's record of the realized generation, read through the worker pool on the host.
@@ -28,6 +31,7 @@ import pytest
 
 from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import passes_through, task_env_problems
+from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin
 from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
@@ -88,7 +92,13 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
     submit_env = found.get("SUBMIT")
     requirement(submit_env is not None, f"[{kind} {mode}] the submit-side environment was captured", *evidence)
     s = expect.settings
-    tasks = {node: found[node] for node in workers if node in found}
+    logins = _login_environments(kind, sem, found, workers, *evidence)
+    # the user's login variables (--get-user-env) are the login environment's, not Slurm's: judged by task_env_problems
+    tasks = {
+        node: {k: v for k, v in found[node].items() if k not in login_origin(found[node], logins.get(node))}
+        for node in workers
+        if node in found
+    }
     # the names Slurm sets are judged too (slurmenv.py): redirections against the cluster's configuration, and the
     # same Slurm-set names and job-wide values on every worker
     odd = consistency_problems(tasks, one_step=kind == "srun")
@@ -110,6 +120,7 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
             allow_list=s.worker_env_exports,
             runtime=records[node],
             varlist=sem.varlist,
+            login=logins.get(node),
         )
         requirement(
             not problems,
@@ -117,6 +128,21 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
             *problems,
             *evidence,
         )
+
+
+def _login_environments(kind: str, sem: Semantics, found: dict, workers, *evidence) -> dict[str, dict[str, str]]:
+    """Per worker, the user's login environment computed there (loginenv.LOGIN_PROBE), when this submission implies
+    --get-user-env (sbatch with NONE or a variable list); else none."""
+    if not implies_user_env(kind, sem.mode):
+        return {}
+    for node in workers:
+        requirement(
+            f"{node}+login" in found,
+            f"[{kind} {sem.label}] the user's login environment on {node} was computed (sbatch with NONE or a "
+            "variable list implies --get-user-env)",
+            *evidence,
+        )
+    return {node: found[f"{node}+login"] for node in workers}
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +188,8 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect,
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     script = f"#!/bin/bash\n{ENVIRON_PROBE}\n"
+    if implies_user_env("sbatch", sem.mode):
+        script += LOGIN_PROBE  # what --get-user-env may have loaded (loginenv.py)
     outdir = submit.made_outdir()  # a plain path: quoted below like any value
     path = f"{outdir}/tp-{mode}.sh"
     submit.login.run("cat >", path, input=script).check()

@@ -22,6 +22,7 @@ from pytest_slurmflox.authkeys import (
     resolve,
     uses_munge,
 )
+from pytest_slurmflox.slurmenv import SlurmFacts
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -150,3 +151,42 @@ def test_real_slurm_24_11_text_from_the_local_substrate():
     assert places["/var/lib/slurm/slurmd/conf-cache/slurm.key"].startswith("auth/slurm slurm.key")
     assert places["/var/lib/slurm/slurmd/cred_state*"] == "SlurmdSpoolDir credential state"
     assert "/run/munge/munge.socket.2" not in places and uses_munge(config)  # cred/munge: munged's key per worker
+
+
+def test_real_slurm_22_05_text_from_a_bookworm_local_cluster():
+    """``scontrol show config`` at the login endpoint of a bookworm local cluster (Debian's Slurm 22.05.8: auth/munge
+    and cred/munge, auth/jwt as the alternative, munged started as ``munged --foreground --num-threads=2``; captured
+    by hand from ``--slurmflox-up=local --slurmflox-local-suite=bookworm``, its T10 secrets check PASSED there)."""
+    text = (DATA / "scontrol-show-config-22.05-bookworm-local.txt").read_text()
+    config = parse_show_config(text)
+    assert config["SLURM_VERSION"] == "22.05.8"
+    assert (config["AuthType"], config["CredType"]) == ("auth/munge", "cred/munge") and uses_munge(config)
+    assert config["AuthInfo"] == "" and config["JobCredentialPrivateKey"] == ""  # (null): no path to probe
+    assert config["SlurmctldHost[0]"] == "ctl(10.77.0.2)"  # an indexed key, kept whole
+    assert config["AllowedRAMSpace"] == "100.0%"  # the cgroup section after the main block is read too
+    assert "Slurmctld(primary) at ctl is UP" not in "".join(config)  # the status line is no key
+    places = {p.template: p.why for p in key_places(config)}
+    assert places == {
+        "/etc/munge/munge.key": "known location",
+        "/etc/slurm/slurm.key": "known location",
+        "/etc/slurm/slurm.jwks": "known location",
+        "/run/slurmflox/jwt_hs256.key": "AuthAltParameters jwt_key",
+        "/var/lib/slurm/slurmd/cred_state*": "SlurmdSpoolDir credential state",
+    }  # no auth/slurm key beside SLURM_CONF on a munge cluster
+    assert munged_key_file(["/usr/sbin/munged", "--foreground", "--num-threads=2"]) == MUNGE_DEFAULT_KEY
+
+
+def test_both_versions_print_every_key_the_parser_needs_in_the_same_shape():
+    """The 22.05 and 24.11 texts side by side: the keys T10 and TP read are there in both, one ``Key = value`` per
+    line, so nothing version-specific is needed to read them."""
+    needed = ("AuthType", "CredType", "AuthInfo", "AuthAltParameters", "SlurmdSpoolDir", "SLURM_CONF", "TmpFS")
+    for name in ("scontrol-show-config-22.05-bookworm-local.txt", "scontrol-show-config-24.11-local.txt"):
+        config = parse_show_config((DATA / name).read_text())
+        assert all(key in config for key in needed), (name, [k for k in needed if k not in config])
+        assert config["SLURM_CONF"] == "/etc/slurm/slurm.conf" and config["TmpFS"] == "/tmp", name
+        facts = SlurmFacts.parse((DATA / name).read_text())  # TP's reading of the same text (slurmenv.py)
+        assert (facts.slurm_conf, facts.tmpfs, facts.spool) == (
+            "/etc/slurm/slurm.conf",
+            "/tmp",
+            config["SlurmdSpoolDir"],
+        )

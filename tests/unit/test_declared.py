@@ -131,8 +131,10 @@ def test_a_kubernetes_section_needs_its_namespace_and_nodeset_for_every_group():
     assert set(found) == set(GROUPS)
     assert all(keys == list(KUBERNETES_KEYS) + list(KUBERNETES_GROUP_KEYS.get(g, ())) for g, keys in found.items())
     doc["kubernetes"] = {"kubeconfig": "/dev/null", "namespace": "slurm", "nodeset": "compute"}
-    assert undeclared(parse_target(doc)) == {"T10": list(PLACEMENT)}  # its placement check: the pool's own
+    # T10's placement check (the pool's own label and taint) and T1's node access (a node debug pod's image)
+    assert undeclared(parse_target(doc)) == {"T1": ["kubernetes.node_debug_image"], "T10": list(PLACEMENT)}
     doc["kubernetes"] |= {"worker_label": "site.example/hpc=yes", "worker_taint": "site.example/hpc:NoExecute"}
+    doc["kubernetes"] |= {"node_debug_image": "registry.example/debug:1"}
     assert undeclared(parse_target(doc)) == {}
     assert "T10" not in undeclared(parse_target({**FULL}))  # no kubernetes section: no placement to declare
 
