@@ -56,10 +56,11 @@ def local_cluster(workdir: Path) -> Iterator[dict]:
     require_local_substrate()
     from pytest_slurmflox.settings import resolve
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
     port = _free_port()
     settings = resolve(cli={"WORKDIR": str(workdir), "LOGIN_SSH_PORT": str(port)}, substrate="local").settings
-    sub = LocalSubstrate(settings, Workdir(workdir), lambda line: print(f"[local] {line}", flush=True))
+    sub = LocalSubstrate(LocalCluster(settings, Workdir(workdir), lambda line: print(f"[local] {line}", flush=True)))
     t0 = time.monotonic()
     try:
         doc = sub.up()

@@ -2,7 +2,9 @@
 
 Paths and state of one work dir, the node image, the files every node mounts, naming and addressing of nodes,
 starting a node from its configuration (or keeping it), and clearing a namespace. It knows nothing about cohorts
-(pool.py) or the login port (forwarder.py), so both can build on it without importing each other.
+(pool.py) or the loopback forwarders (forwarder.py), so both can build on it without importing each other.
+LocalSubstrate holds one (``substrate.cluster``) and hands that, never itself, to its pool: composition, not a
+substrate that is its cluster (tests/test_structure.py keeps it so).
 """
 
 from __future__ import annotations
