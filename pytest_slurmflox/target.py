@@ -46,7 +46,7 @@ from .declared import declared_keys
 from .directory import Directory, parse_directory
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
-from .state import atomic_write
+from .workdir import atomic_write
 
 
 class TargetError(ValueError):

@@ -20,9 +20,9 @@ from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
 from pytest_slurmflox.substrates.local.cluster import LocalCluster
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 

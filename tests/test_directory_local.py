@@ -146,7 +146,7 @@ def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
 def test_no_bind_secret_in_any_report_artifact(deployment):
     home, workdir, _, _ = deployment
     from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
-    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.workdir import Workdir
 
     secret = workdir / "local" / "ldap" / "bind.key"
     assert secret.stat().st_mode & 0o777 == 0o600

@@ -19,9 +19,9 @@ import yaml
 
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
 from pytest_slurmflox.substrates.local import cgroups
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
 from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.validation import validate_evidence, validate_junit
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 

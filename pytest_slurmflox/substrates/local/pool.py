@@ -15,11 +15,11 @@ from typing import Any
 from ...abilities import DirectoryChanges, IsolatingWorkers, RuntimeRecord, ServiceRestart
 from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings
-from ...state import atomic_write
 from ...target import worker_settings_document, write_runtime
+from ...workdir import atomic_write
 from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
-from .forwarder import Forwarders
+from .forwarders import Forwarders
 from .network import address_for
 
 

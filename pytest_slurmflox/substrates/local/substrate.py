@@ -9,7 +9,8 @@ Layout of ``<workdir>``::
     local/state.json      cluster prefix, image, desired revision and worker settings, worker list
     local/conf/           slurm.conf, cgroup.conf, flox-task-prolog/task-prolog.sh (bound read-only at /etc/slurm)
     local/hosts           /etc/hosts of every node
-    local/scripts/        node-boot.sh, node-init.sh, flox-activate, task-profile-init.sh, sshd_config, forward.py
+    local/scripts/        node-boot.sh, node-init.sh, flox-activate, task-profile-init.sh, sshd_config,
+                          forward_program.py (the loopback forwarder, run on the host from here)
     local/home/           the one shared /home
     local/login/          the login node's SSH host key
     local/nodes/<name>/   one node (see node.py)
@@ -33,7 +34,6 @@ import time
 from ...capabilities import AccountingSpec, RestSpec
 from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
-from ...state import Workdir, atomic_write
 from ...target import (
     Endpoint,
     Expectations,
@@ -44,17 +44,18 @@ from ...target import (
     write_target,
 )
 from ...waits import WaitTimedOut, poll, poll_missing
+from ...workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
-from .forwarder import Forwarders
+from .forwarders import Forwarders
 from .network import address_for
 from .pool import LocalWorkerPool
 
 
 class LocalSubstrate(Substrate):
     """The lifecycle verbs over one local cluster (held, not inherited: cluster.py's node primitives), its cohort
-    (pool.py) and its loopback forwarders (forwarder.py)."""
+    (pool.py) and its loopback forwarders (forwarders.py)."""
 
     name = "local"
 

@@ -1,8 +1,9 @@
-"""LoginForwarder: starts, proves, checks and stops the loopback forwarder to the login node's sshd.
+"""The supervisors of the loopback forwarders: start, prove, check and stop them.
 
-The forwarder program itself is ``forward.py`` (standalone, copied into ``<workdir>/local/scripts``); this module
-is its supervisor: one process per cluster, recorded in ``<workdir>/local/forward.pid.json`` with the login
-namespace as its proof, on 127.0.0.1:LOGIN_SSH_PORT.
+The forwarder program itself is ``forward_program.py`` (standalone, copied into ``<workdir>/local/scripts`` and run
+there); this module supervises it. :class:`LoginForwarder`: one process per cluster to the login node's sshd on
+127.0.0.1:LOGIN_SSH_PORT, recorded in ``<workdir>/local/forward.pid.json`` with the login namespace as its proof;
+:class:`RestForwarder`: the same for slurmrestd; :class:`Forwarders`: both, over one cluster.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class LoginForwarder:
         return self.local / f"{self.stem}.log"
 
     def _markers(self) -> tuple[str, ...]:
-        return (str(self.local / "scripts" / "forward.py"), str(Fabric.ns_path(self.fabric.node_ns(self.node))))
+        return (str(self.local / "scripts" / "forward_program.py"), str(Fabric.ns_path(self.fabric.node_ns(self.node))))
 
     def _ours_on_port(self) -> bool:
         rec = proc.PidRecord.read(self.pid_file)
@@ -56,7 +57,7 @@ class LoginForwarder:
         self.stop()
         argv = [
             sys.executable,
-            str(self.local / "scripts" / "forward.py"),
+            str(self.local / "scripts" / "forward_program.py"),
             "127.0.0.1",
             str(self.port),
             str(Fabric.ns_path(self.fabric.node_ns(self.node))),
