@@ -21,7 +21,7 @@ from typing import Any
 from .profiles import NOT_APPLICABLE
 from .secrets import Redactor
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
-from .state import atomic_write
+from .workdir import atomic_write
 
 #: Outputs longer than this go to logs/ as files; the HTML and evidence.json keep an excerpt and a link.
 LONG_OUTPUT = 4000

@@ -18,8 +18,8 @@ from .evidence import EvidenceLog
 from .lifecycle import Outcome, ReconcileError, Reconciler
 from .pool import WorkerPool
 from .settings import Resolved, SubstrateOptions
-from .state import Workdir, WorkerRevisionFile
 from .target import TargetSpec
+from .workdir import Workdir, WorkerRevisionFile
 
 
 class DeployError(RuntimeError):

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from .connection import Target, connect
-from .options import get_option, progress_printer, session_state, substrate_options
-from .state import Workdir
+from .options import get_option, substrate_options
+from .sessionstate import progress_printer, session_state
 from .sweep import sweep_run
 from .target import TargetSpec
+from .workdir import Workdir
 
 
 def _pool_factory(config: pytest.Config):

@@ -1,7 +1,7 @@
 """Every Kubernetes label, annotation and taint key the project writes or reads, in one place (issue 28).
 
 The rendered worker NodeSet writes them (render/values.py), the qemu substrate's kubeadm and containerd config
-name them, and the checks read them back from the live objects (checks.py, nodeset.py): one spelling, so a key
+name them, and the checks read them back from the live objects (kubechecks.py, nodeset.py): one spelling, so a key
 the renderer writes is the key a check reads.
 """
 

@@ -1,12 +1,11 @@
-"""The option table, its one precedence, and the session state every hook reads.
+"""The option table and its one precedence.
 
 Every option is a CLI flag, an environment variable and an ini key, with one precedence:
 CLI flag > environment variable > ini key > default. Runtime *settings* (WORKER_*, NODES, ...) follow the same
 order with one more layer, the persisted ``worker-revision.env`` between environment and ini (see settings.py);
 :func:`resolve_settings` applies it once per invocation and the result travels down from there.
 
-Everything the plugin knows during a run lives in ``config.stash`` (:class:`SessionState`); nothing is kept in
-module globals, so several pytest sessions in one process (pytester) never see each other's state.
+What the plugin knows during a run is the session state (:mod:`~pytest_slurmflox.sessionstate`), not this table.
 """
 
 from __future__ import annotations
@@ -14,18 +13,15 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .evidence import EvidenceLog
-from .outcome import Deselected, ExitRules
 from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
-from .state import Workdir, WorkerRevisionFile
 from .submit import is_run_id
-from .target import TargetSpec
+from .workdir import Workdir, WorkerRevisionFile
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 
@@ -221,44 +217,3 @@ def substrate_options(config: pytest.Config) -> SubstrateOptions:
         local_cache=Path(cache).expanduser() if cache else None,
         local_site_noise=bool(get_option(config, "slurmflox_local_site_noise")),
     )
-
-
-# ------------------------------------------------------------------------------------------------ state
-@dataclass
-class SessionState:
-    """Everything the plugin holds for one pytest session (kept in ``config.stash``)."""
-
-    run_id: str
-    workdir: Workdir
-    substrate: str | None = None
-    resolved: Resolved | None = None
-    target_path: Path | None = None
-    target_source: str = ""  #: how the target was found: --slurmflox-target, --slurmflox-up, recorded
-    #: the target file read once in this process (:meth:`~pytest_slurmflox.session.SlurmfloxSession.read_target`),
-    #: or the objects ``up`` wrote it from; handed to the fixtures, the report writer and the sweep
-    spec: TargetSpec | None = None
-    spec_error: str = ""  #: why the target file could not be read (the fixtures turn it into a usage error)
-    target: Any = None  #: target.Target once connected
-    evidence: EvidenceLog = field(default_factory=EvidenceLog)
-    started: float = field(default_factory=time.monotonic)
-    deselected: Deselected = field(default_factory=Deselected)  #: what the selection left out, and why
-    exit: ExitRules = field(default_factory=ExitRules)  #: applied once, by the session, at the very end
-
-
-STATE = pytest.StashKey[SessionState]()
-
-
-def session_state(config: pytest.Config) -> SessionState:
-    return config.stash[STATE]
-
-
-def progress_printer(config: pytest.Config) -> Any:
-    """One timestamped line per step of long work, on pytest's terminal."""
-    state = session_state(config)
-    writer = config.get_terminal_writer()
-
-    def say(message: str) -> None:
-        writer.line(f"[slurmflox {time.monotonic() - state.started:7.1f}s] {message}")
-        writer.flush()
-
-    return say

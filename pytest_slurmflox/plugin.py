@@ -2,10 +2,11 @@
 
 The stateful part is :class:`~pytest_slurmflox.session.SlurmfloxSession`, registered in ``pytest_configure`` with
 the fixtures module and, on the controller of an acceptance run, the report writer. Everything a run knows lives
-in ``config.stash`` (:class:`~pytest_slurmflox.options.SessionState`), never in module globals, so several
+in ``config.stash`` (:class:`~pytest_slurmflox.sessionstate.SessionState`), never in module globals, so several
 pytest sessions in one process (pytester) never see each other's state.
 
-Imports point one way: plugin -> session/fixtures/report/verbs -> options/groups/signoff -> settings/state.
+Imports point one way: plugin -> session/fixtures/report/verbs -> options/sessionstate/groups/signoff ->
+settings/workdir.
 """
 
 from __future__ import annotations
@@ -18,19 +19,11 @@ import pytest
 from . import fixtures
 from .concurrency import apply_default_workers
 from .groups import MARKERS
-from .options import (
-    STATE,
-    SessionState,
-    add_options,
-    get_option,
-    run_id_of,
-    session_state,
-    substrate_options,
-    workdir_of,
-)
+from .options import add_options, get_option, run_id_of, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
 from .selection import main_job_paths, plain_operation, reports_wanted, user_named_paths
 from .session import SlurmfloxSession
+from .sessionstate import STATE, SessionState, session_state
 from .verbs import requested_verbs, run_verbs
 
 

@@ -3,7 +3,7 @@ evidence.json, plus the secret scan of everything written.
 
 Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slurmflox.artifacts`). The writer is
 given all it needs in its constructor (paths, session state, the options that decide the verdict); it imports no
-plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/environment.
+plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/envfacts.
 
 Secrets: everything written is passed through the session's :class:`~pytest_slurmflox.secrets.Redactor`, which
 learns the deployment's key files (munge key, SSH private keys, kubeconfig) at session start; after the artifacts
@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, report_style, scrub, summary_html
-from .environment import FACT_ROWS, target_metadata
+from .envfacts import FACT_ROWS, target_metadata
 from .groups import GROUPS
-from .options import SessionState
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
+from .sessionstate import SessionState
 from .signoff import (
     EXCERPT,
     Check,
@@ -37,9 +37,9 @@ from .signoff import (
     report_properties,
     summary_lines,
 )
-from .state import atomic_write
 from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
 from .validation import SCHEMA_ID
+from .workdir import atomic_write
 
 __all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest"]
 

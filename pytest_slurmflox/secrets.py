@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .state import Workdir
+from .workdir import Workdir
 
 REDACTED = "[REDACTED]"
 #: Shorter values are not treated as secrets (they would redact ordinary words).

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from .concurrency import order_long_waits
-from .environment import target_facts
+from .envfacts import target_facts
 from .groups import item_group
-from .options import SessionState, get_option, progress_printer, resolve_settings
+from .options import get_option, resolve_settings
 from .outcome import BY_PYTEST
 from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
+from .sessionstate import SessionState, progress_printer
 from .settings import SettingsError, SubstrateOptions
 from .upfailure import failed_up_line
 

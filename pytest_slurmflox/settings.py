@@ -15,7 +15,7 @@ Precedence, highest first (the same for every key):
     5. substrate default (the local substrate ships its own runtime environments), then built-in default
 
 Only values given on the CLI or in the environment are *explicit*. Explicit worker runtime keys are what
-``state.WorkerRevisionFile`` records, so a later bare ``up`` cannot silently revert a deployed runtime.
+``workdir.WorkerRevisionFile`` records, so a later bare ``up`` cannot silently revert a deployed runtime.
 Validation happens before anything is written; a bad value raises ``SettingsError`` naming the key, the
 value and the rule.
 """

@@ -50,7 +50,7 @@ from .floxlock import lock_file
 from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
-from .state import atomic_write
+from .workdir import atomic_write
 
 
 class TargetError(ValueError):

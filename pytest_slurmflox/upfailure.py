@@ -13,7 +13,7 @@ import time
 import traceback
 
 from .secrets import Redactor
-from .state import Workdir, atomic_write
+from .workdir import Workdir, atomic_write
 
 #: What a message says -> what the user can do about it (the first match wins).
 HINTS: tuple[tuple[str, str], ...] = (

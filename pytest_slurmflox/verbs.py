@@ -12,7 +12,7 @@ import pytest
 
 from .options import get_option, resolve_settings, workdir_of
 from .settings import Settings, SettingsError, SubstrateOptions
-from .state import Workdir
+from .workdir import Workdir
 
 VERBS = ("slurmflox_status", "slurmflox_down", "slurmflox_destroy", "slurmflox_strip_secrets")
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.checks import worker_template_problems
 from pytest_slurmflox.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
+from pytest_slurmflox.kubechecks import worker_template_problems
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.nodedebug import containerd_config
 

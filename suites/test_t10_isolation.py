@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
-from pytest_slurmflox.checks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.declared import PLACEMENT
+from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
 #: The groups the default acceptance must PASS on a local cluster (trixie's run,
 #: tests/integration/test_acceptance_local.py, and bookworm's, tests/integration/test_bookworm_local.py, assert the
@@ -172,17 +173,24 @@ def local_substrate(workdir: Path, **cli: str) -> LocalSubstrate:
     them (``cli``: further CLI-level settings the deployment was made with, e.g. ``LOCAL_SUITE="bookworm"``), so a
     test reaches the very nodes a run used. Silent: its progress lines are no test's business."""
     from pytest_slurmflox.settings import resolve
-    from pytest_slurmflox.state import Workdir
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
+    from pytest_slurmflox.workdir import Workdir
 
     settings = resolve(cli={"WORKDIR": str(workdir), **cli}, substrate="local").settings
-    return LocalSubstrate(settings, Workdir(workdir), lambda _line: None)
+    return LocalSubstrate(LocalCluster(settings, Workdir(workdir), lambda _line: None))
+
+
+def cluster_of(workdir: Path, **cli: str) -> LocalCluster:
+    """The node primitives (nodes, runners inside them, state) of the deployment in ``workdir``: what the local
+    substrate holds (see :func:`local_substrate`)."""
+    return local_substrate(workdir, **cli).cluster
 
 
 def node_sh(workdir: Path, node: str, command: str) -> str:
     """``command`` as root in ``node`` of the deployment in ``workdir``; it must succeed (a mutation or restore that
     did not happen would make the verdict that follows meaningless). Its stdout."""
-    result = local_substrate(workdir).node_runner(node).run(command)
+    result = cluster_of(workdir).node_runner(node).run(command)
     assert result.ok, result.describe()
     return result.stdout
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from ..pool import WorkerPool
 from ..settings import Settings, SubstrateOptions
-from ..state import Workdir
 from ..target import TargetSpec
+from ..workdir import Workdir
 
 Progress = Callable[[str], None]
 

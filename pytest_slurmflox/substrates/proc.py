@@ -21,8 +21,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..state import atomic_write
 from ..waits import WaitTimedOut, poll
+from ..workdir import atomic_write
 
 PROC = Path("/proc")
 

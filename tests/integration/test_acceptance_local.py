@@ -16,8 +16,8 @@ import pytest
 import yaml
 from acceptance_helpers import (
     assert_local_acceptance,
+    cluster_of,
     deployed,
-    local_substrate,
     mutated,
     node_sh,
     passes_again,
@@ -101,7 +101,7 @@ def test_other_generations_content_under_the_pinned_path_fails_t2(deployment):
 
     _, workdir, _, _ = deployment
     # what the substrate recorded for the node on the host (the owner's record, not the worker's)
-    pinned = local_substrate(workdir).node("worker1").annotations()["realized_path"]
+    pinned = cluster_of(workdir).node("worker1").annotations()["realized_path"]
     other = nix.NixStore(image.cache_root() / "nix").realize("local/demo:2")
     cmds = {"worker1": (f"mount --bind {other} {pinned}", f"umount {pinned}")}
     run = mutated(deployment, cmds, "-m", "T2 or T3 or TP or T11")

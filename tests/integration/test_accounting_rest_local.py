@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 import yaml
-from acceptance_helpers import deployed, local_substrate, run_pytest
+from acceptance_helpers import cluster_of, deployed, run_pytest
 from pytest_slurmflox.suites._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
 
 from pytest_slurmflox.expectations import slurm_sets
@@ -200,7 +200,7 @@ def test_mutation_broken_token_fails_tr(deployment, tmp_path):
 
 def test_mutation_stopped_slurmdbd_fails_ta_not_skip(deployment):
     home, workdir, common, _ = deployment
-    db = local_substrate(workdir).node_runner("db")
+    db = cluster_of(workdir).node_runner("db")
     stop = db.run("kill -TERM $(cat /run/slurmdbd/slurmdbd.pid)")
     assert stop.ok, stop.describe()
     try:

@@ -19,7 +19,7 @@ import re
 import time
 
 import pytest
-from acceptance_helpers import assert_local_acceptance, deployed, local_substrate
+from acceptance_helpers import assert_local_acceptance, cluster_of, deployed
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def deployment(tmp_path_factory):
 
 def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
     _, workdir, _, _ = deployment
-    sub = local_substrate(workdir, LOCAL_SUITE=SUITE)
+    sub = cluster_of(workdir, LOCAL_SUITE=SUITE)
     ctl = sub.node_runner("ctl")
     version = ctl.run("sinfo --version")
     # Debian's build says "slurm-wlm 22.05.8" (upstream: "slurm 22.05.8")

@@ -20,8 +20,9 @@ from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
+from pytest_slurmflox.substrates.local.cluster import LocalCluster
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 
@@ -44,18 +45,21 @@ def _settings(deployment):
     return resolve(cli=cli, substrate="local").settings
 
 
-def _substrate(deployment, cls: type[LocalSubstrate] = LocalSubstrate) -> LocalSubstrate:
-    return cls(_settings(deployment), Workdir(deployment["workdir"]), lambda line: print(f"[local] {line}"))
+def _substrate(deployment, cls: type[LocalCluster] = LocalCluster) -> LocalSubstrate:
+    """The substrate over a cluster of class ``cls`` (a mutation below changes one of the cluster's configs)."""
+    return LocalSubstrate(
+        cls(_settings(deployment), Workdir(deployment["workdir"]), lambda line: print(f"[local] {line}"))
+    )
 
 
-class PgidWorkers(LocalSubstrate):
+class PgidWorkers(LocalCluster):
     """Mutation: process tracking by process group, as before containment (setsid escapes it)."""
 
     def cluster_conf(self, support: cgroups.Support) -> slurmconf.ClusterConf:
         return dataclasses.replace(super().cluster_conf(support), proctrack="proctrack/pgid")
 
 
-class UnconstrainedCores(LocalSubstrate):
+class UnconstrainedCores(LocalCluster):
     """Mutation: ConstrainCores=no (task/affinity still binds, but the cpuset no longer confines)."""
 
     def cgroup_conf(self, support: cgroups.Support) -> slurmconf.CgroupConf:
@@ -87,7 +91,7 @@ def test_t8_passes_on_a_healthy_local_cluster(deployment):
 
 def test_every_node_lives_in_its_own_cgroups_below_ours(deployment):
     sub = _substrate(deployment)
-    recorded = sub.read_state()["cgroups"]
+    recorded = sub.cluster.read_state()["cgroups"]
     assert recorded["unusable"] == {}, recorded  # measured on this host: freezer, cpuset and memory all work
     own_memory = cgroups.own_cgroup("memory")
     assert own_memory is not None
@@ -95,11 +99,11 @@ def test_every_node_lives_in_its_own_cgroups_below_ours(deployment):
         own = cgroups.own_cgroup(controller)
         assert Path(base).parent == cgroups.v1_mounts()[controller] / own.lstrip("/"), (controller, base)
         for name in ("ctl", "login", "worker1", "worker2"):
-            init = sub.node(name).init_pid()
+            init = sub.cluster.node(name).init_pid()
             line = next(li for li in Path(f"/proc/{init}/cgroup").read_text().splitlines() if f":{controller}:" in li)
-            assert line.endswith(f"/slurmflox-{sub.prefix}/{name}"), (controller, name, line)
+            assert line.endswith(f"/slurmflox-{sub.cluster.prefix}/{name}"), (controller, name, line)
     # inside a node, its cgroups are the root of what Slurm sees (cgroup namespace + its own mounts)
-    seen = sub.node_runner("worker1").run("nsenter -t 1 -C cat /proc/1/cgroup; ls /sys/fs/cgroup")
+    seen = sub.cluster.node_runner("worker1").run("nsenter -t 1 -C cat /proc/1/cgroup; ls /sys/fs/cgroup")
     assert seen.ok, seen.describe()
     assert "freezer:/\n" in seen.stdout and "memory:/\n" in seen.stdout, seen.stdout
     assert {"cpuset", "freezer", "memory"} <= set(seen.stdout.split()), seen.stdout
@@ -112,7 +116,7 @@ def test_setsid_daemon_of_a_job_does_not_survive_it(deployment):
     login = SSHRunner("127.0.0.1", doc["port"], doc["user"], Path(doc["key"]), Path(doc["known_hosts"]))
     marker = f"sfxsetsid{time.monotonic_ns() % 10**8}"
     look = f"pgrep -af -- '[s]{marker[1:]}' || true"  # the bracket keeps pgrep's own shell from matching
-    node = sub.node_runner("worker1")
+    node = sub.cluster.node_runner("worker1")
     try:
         script = f"#!/bin/bash\nsetsid bash -c 'exec -a {marker} sleep 600' </dev/null >/dev/null 2>&1 &\nsleep 3\n"
         job = login.run("cd /tmp && sbatch --parsable -w worker1 -o /dev/null", input=script).check().stdout.strip()
@@ -189,10 +193,10 @@ def test_declared_limitations_skip_their_checks_naming_them(deployment, tmp_path
 
 def test_zz_destroy_leaves_no_cgroup_under_any_hierarchy(deployment):
     sub = _substrate(deployment)
-    bases = [Path(p) for p in sub.read_state()["cgroups"]["bases"].values()]
+    bases = [Path(p) for p in sub.cluster.read_state()["cgroups"]["bases"].values()]
     assert bases and all(b.is_dir() for b in bases)
-    assert cgroups.leftovers(sub.prefix), "the walk finds the cluster's cgroups while it runs"
+    assert cgroups.leftovers(sub.cluster.prefix), "the walk finds the cluster's cgroups while it runs"
     print(destroy(deployment["home"], deployment["common"])[-2000:])
     deployment["destroyed"] = True
-    assert cgroups.leftovers(sub.prefix) == []
+    assert cgroups.leftovers(sub.cluster.prefix) == []
     assert not any(b.exists() for b in bases)

@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from acceptance_helpers import clean_env, deployed, local_substrate, run_pytest
+from acceptance_helpers import clean_env, cluster_of, deployed, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def deployment(tmp_path_factory):
 
 
 def _run_jobs(workdir, run_id: str) -> list[str]:
-    res = local_substrate(workdir).node_runner("ctl").run("squeue -h -a -o '%i|%j|%T'")
+    res = cluster_of(workdir).node_runner("ctl").run("squeue -h -a -o '%i|%j|%T'")
     assert res.ok, res.describe()
     return [line for line in res.stdout.splitlines() if f"|sfx-{run_id}-" in line]
 
@@ -63,7 +63,7 @@ def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
     from pytest_slurmflox.submit import Jobs
 
     _, workdir, _ = deployment
-    cluster = local_substrate(workdir)
+    cluster = cluster_of(workdir)
     settings = cluster.settings
     login = cluster.node_runner("login", settings.test_user)
     jobs = Jobs(login=login, slurm=SlurmClient(user=login), run_id=f"never{os.getpid()}", label="beyond-every-node")
@@ -85,7 +85,7 @@ def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
 
 def test_run_files_are_removed_unless_kept(deployment):
     home, workdir, common = deployment
-    runs = workdir / "local" / "home" / local_substrate(workdir).settings.test_user / "slurmflox-runs"
+    runs = workdir / "local" / "home" / cluster_of(workdir).settings.test_user / "slurmflox-runs"
     removed = run_pytest(home, "-m", "T5", "--slurmflox-run-id=sfxgone", *common)
     assert removed.outcomes("passed") and not removed.outcomes("failure"), removed.output[-3000:]
     assert not (runs / "sfxgone").exists(), sorted(p.name for p in runs.iterdir())

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import clean_env, destroy, local_substrate, private_deployment
+from acceptance_helpers import clean_env, cluster_of, destroy, local_substrate, private_deployment
 
 from pytest_slurmflox.substrates.local import cgroups
 from pytest_slurmflox.substrates.local.cluster import cluster_prefix
@@ -81,8 +81,7 @@ def up(deployment, replicas: int) -> float:
 
 def slurm_workers(workdir: Path) -> dict[str, str]:
     """Slurm's node records as the controller lists them: worker -> state."""
-    sub = local_substrate(workdir)
-    result = sub.node_runner("login").run("sinfo -h -N -o", "%N %T")
+    result = cluster_of(workdir).node_runner("login").run("sinfo -h -N -o", "%N %T")
     assert result.ok, result.describe()
     rows = (line.split() for line in result.stdout.splitlines() if line.strip())
     return {name: state for name, state in rows if name.startswith("worker")}
@@ -90,13 +89,13 @@ def slurm_workers(workdir: Path) -> dict[str, str]:
 
 def remains_of(workdir: Path, name: str) -> list[str]:
     """What of worker ``name`` is still on the host."""
-    sub = local_substrate(workdir)
+    sub, cluster = local_substrate(workdir), cluster_of(workdir)
     prefix = cluster_prefix(workdir)
     left = []
-    if sub.node(name).dir.exists():
-        left.append(f"node dir {sub.node(name).dir}")
-    if sub.fabric.node_ns(name) in sub.fabric.ours():
-        left.append(f"netns {sub.fabric.node_ns(name)}")
+    if cluster.node(name).dir.exists():
+        left.append(f"node dir {cluster.node(name).dir}")
+    if cluster.fabric.node_ns(name) in cluster.fabric.ours():
+        left.append(f"netns {cluster.fabric.node_ns(name)}")
     left += [f"cgroup {base / name}" for base in cgroups.leftovers(prefix) if (base / name).exists()]
     left += [f"nix profile {p}" for p in sub.pool().nix_store().profile_links(name)]
     return left
@@ -139,5 +138,5 @@ def test_the_cohort_shrinks_back_and_the_removed_workers_leave_nothing(deploymen
     assert sorted(slurm_workers(workdir)) == sorted(workers(3))
     left = {name: remains_of(workdir, name) for name in workers(BIG)[3:]}
     assert {name: what for name, what in left.items() if what} == {}
-    assert all(local_substrate(workdir).node(name).running() for name in workers(3))
+    assert all(cluster_of(workdir).node(name).running() for name in workers(3))
     assert seconds < converge_bound(), f"{BIG} -> 3 workers took {seconds:.1f}s (bound {converge_bound():.0f}s)"

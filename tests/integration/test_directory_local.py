@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import clean_env, deployed, local_substrate, run_pytest
+from acceptance_helpers import clean_env, cluster_of, deployed, local_substrate, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def test_td_passes_on_the_local_substrate(deployment):
 
 def test_no_local_account_for_the_directory_user_anywhere(deployment):
     _, workdir, _, _ = deployment
-    sub = local_substrate(workdir)
+    sub = cluster_of(workdir)
     user = sub.settings.test_user
     for node in ("ctl", "login", "worker1", "worker2"):
         res = sub.node_runner(node).run(f"grep -c '^{user}:' /etc/passwd /etc/shadow /etc/group || true")
@@ -86,7 +86,7 @@ def _next_job(sub, job: str, gid: int, present: bool):
     GroupUpdateTime (5 s on the local substrate)."""
     deadline = time.monotonic() + 30
     while True:
-        res = sub.node_runner("login", sub.settings.test_user).run(job, timeout=120)
+        res = sub.cluster.node_runner("login", sub.cluster.settings.test_user).run(job, timeout=120)
         if (str(gid) in res.stdout.split()) == present or time.monotonic() > deadline:
             return res
         time.sleep(1)
@@ -99,7 +99,7 @@ def test_a_directory_users_groups_follow_a_directory_change(deployment):
     from pytest_slurmflox.substrates.local import directory
 
     sub = local_substrate(workdir)
-    s = sub.settings
+    s = sub.cluster.settings
     group_dn = f"cn={s.test_supp_group},ou=groups,{directory.BASE_DN}"
     job = "srun -N1 -n1 -w worker1 id -G; srun -N1 -n1 -w worker1 id -Gn"
     before = _next_job(sub, job, s.test_supp_gid, present=True)
@@ -123,7 +123,7 @@ def test_a_directory_users_groups_follow_a_directory_change(deployment):
 
 def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
     home, workdir, common, _ = deployment
-    sub = local_substrate(workdir)
+    sub = cluster_of(workdir)
     s = sub.settings
     entry = f"{s.test_user}:x:{s.test_uid}:{s.test_gid}::/home/{s.test_user}:/bin/bash"
     worker = sub.node_runner("worker1")
@@ -146,7 +146,7 @@ def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
 def test_no_bind_secret_in_any_report_artifact(deployment):
     home, workdir, _, _ = deployment
     from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
-    from pytest_slurmflox.state import Workdir
+    from pytest_slurmflox.workdir import Workdir
 
     secret = workdir / "local" / "ldap" / "bind.key"
     assert secret.stat().st_mode & 0o777 == 0o600
@@ -158,7 +158,7 @@ def test_no_bind_secret_in_any_report_artifact(deployment):
     raw = secret.read_bytes()
     assert not any(raw in p.read_bytes() for p in artifacts)
     # on the login node the secret and nslcd's config are root's alone (0600 on /run), never the user's
-    sub = local_substrate(workdir)
+    sub = cluster_of(workdir)
     denied = sub.node_runner("login", sub.settings.test_user).run(
         "cat /run/slurmflox/ldap-bind.secret /run/slurmflox/nslcd.conf /etc/nslcd.conf"
     )

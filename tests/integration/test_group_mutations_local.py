@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import deployed, local_substrate, mutated, node_sh, passes_again, run_checks
+from acceptance_helpers import cluster_of, deployed, mutated, node_sh, passes_again, run_checks
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def _live_config(workdir: Path, key: str) -> str:
 def _slurm_conf(workdir: Path, key: str, value: str) -> Iterator[None]:
     """``key=value`` appended to the cluster's slurm.conf (the file every node mounts at /etc/slurm) and applied with
     ``scontrol reconfigure``; the original file and value are back afterwards, whatever happened."""
-    conf = local_substrate(workdir).local / "conf" / "slurm.conf"
+    conf = cluster_of(workdir).local / "conf" / "slurm.conf"
     original = conf.read_text()
     before = _live_config(workdir, key)
     try:

@@ -19,9 +19,9 @@ import yaml
 
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
 from pytest_slurmflox.substrates.local import cgroups
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +41,7 @@ def cluster(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("needs root: the local substrate creates namespaces and overlay mounts")
     from pytest_slurmflox.substrates.local import LocalSubstrate, apt
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
     try:
         apt.require_root_debian()
@@ -48,10 +49,10 @@ def cluster(tmp_path_factory):
         pytest.skip(str(exc))
     workdir = tmp_path_factory.mktemp("local-cluster")
     settings = resolve(cli={"WORKDIR": str(workdir), "LOGIN_SSH_PORT": str(_free_port())}, substrate="local").settings
-    sub = LocalSubstrate(settings, Workdir(workdir), _progress)
+    sub = LocalSubstrate(LocalCluster(settings, Workdir(workdir), _progress))
     t0 = time.monotonic()
-    sub.ensure_image()  # the first build takes minutes; not part of the up-time measurement
-    _progress(f"image ready in {time.monotonic() - t0:.1f}s: {sub.image_ref()}")
+    sub.cluster.ensure_image()  # the first build takes minutes; not part of the up-time measurement
+    _progress(f"image ready in {time.monotonic() - t0:.1f}s: {sub.cluster.image_ref()}")
     t1 = time.monotonic()
     target = sub.up()
     elapsed = time.monotonic() - t1
@@ -89,9 +90,9 @@ def test_target_file_describes_the_cluster(cluster):
     assert doc["substrate"] == "local" and doc["kubernetes"] is None
     assert doc["slurm"]["partition"] == "all" and re.fullmatch(r"24\.11\.\d+", doc["slurm"]["version"])
     assert re.fullmatch(r"slurmflox-node:trixie@sha256:[0-9a-f]{64}", doc["expect"]["image"])
-    assert doc["expect"]["revision"] == sub.revision_for(sub.settings)
+    assert doc["expect"]["revision"] == sub.cluster.revision_for(sub.cluster.settings)
     assert doc["expect"]["settings"]["WORKER_FLOX_ENV"] == "local/demo"
-    assert doc["identity"]["user"] == sub.settings.test_user
+    assert doc["identity"]["user"] == sub.cluster.settings.test_user
     key = Path(doc["login"]["key"])
     assert key.stat().st_mode & 0o777 == 0o600
     # the target file loads the way the plugin will load it
@@ -127,19 +128,19 @@ def test_mpi_pmix_ranks_on_two_nodes(login):
 
 
 def test_identity_resolved_on_worker_without_account(cluster, login):
-    s = cluster["sub"].settings
+    s = cluster["sub"].cluster.settings
     res = _ok(login.run("srun -N1 -w worker1 id", timeout=60))
     out = res.stdout.strip()
     assert f"uid={s.test_uid}({s.test_user})" in out, out
     assert f"gid={s.test_gid}({s.test_user})" in out, out
     assert f"{s.test_supp_gid}({s.test_supp_group})" in out, out
     # ...and the worker really has no such account of its own
-    local = cluster["sub"].node_runner("worker1").run(f"getent passwd {s.test_user}")
+    local = cluster["sub"].cluster.node_runner("worker1").run(f"getent passwd {s.test_user}")
     assert local.exit_status == 2, local.describe()
 
 
 def test_task_path_starts_with_the_runtime(cluster, login):
-    realized = cluster["sub"].node("worker1").annotations()["realized_path"]
+    realized = cluster["sub"].cluster.node("worker1").annotations()["realized_path"]
     res = _ok(login.run("srun -N1 bash -c 'echo $PATH; flox-probe; slurmflox-demo'", timeout=60))
     path, probe, demo = res.stdout.splitlines()
     assert path.split(":")[0] == f"{realized}/bin", res.describe()
@@ -148,7 +149,7 @@ def test_task_path_starts_with_the_runtime(cluster, login):
     path, probe = res.stdout.splitlines()
     assert path.split(":")[0] == f"{realized}/bin" and probe == "flox", res.describe()
     # without the TaskProlog the base image's command would answer
-    base = cluster["sub"].node_runner("worker1").run("flox-probe")
+    base = cluster["sub"].cluster.node_runner("worker1").run("flox-probe")
     assert base.stdout.strip() == "base"
 
 
@@ -158,8 +159,8 @@ def test_workers_annotated_like_pods(cluster):
     workers = pool.workers()
     assert [w.name for w in workers] == ["worker1", "worker2"]
     assert all(w.ready and w.revision == pool.desired_revision() for w in workers)
-    assert all(w.environment == "local/demo:1" and w.image == sub.image_ref() for w in workers)
-    profile = sub.node_runner("worker1").run("cat /run/flox-task-profile/current/revision")
+    assert all(w.environment == "local/demo:1" and w.image == sub.cluster.image_ref() for w in workers)
+    profile = sub.cluster.node_runner("worker1").run("cat /run/flox-task-profile/current/revision")
     assert profile.stdout.strip() == pool.desired_revision()
 
 
@@ -169,7 +170,7 @@ def test_failing_environment_never_registers(cluster, login):
     info = pool.start_isolated_worker("isobad", "local/broken:1")
     try:
         assert not info.ready and info.environment == "local/broken:1"
-        assert sub.node("isobad").phase().startswith("failed: realization")
+        assert sub.cluster.node("isobad").phase().startswith("failed: realization")
         for _ in range(20):  # give a (wrongly) started slurmd time to register
             nodes = _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
             assert "isobad" not in nodes
@@ -188,7 +189,7 @@ def test_failing_activation_never_registers(cluster, login):
     info = pool.start_isolated_worker("isohook", "local/failhook:1")
     try:
         assert not info.ready and info.environment == "local/failhook:1"
-        phase = sub.node("isohook").phase()
+        phase = sub.cluster.node("isohook").phase()
         assert phase.startswith("failed: task-profile initializer failed"), phase
         assert "isohook" not in _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
     finally:
@@ -197,18 +198,18 @@ def test_failing_activation_never_registers(cluster, login):
 
 def test_rerun_converges_without_restarting(cluster):
     sub = cluster["sub"]
-    before = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    before = {n: sub.cluster.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
     t0 = time.monotonic()
     target = sub.up()
     print(f"idempotent rerun: {time.monotonic() - t0:.2f}s")
-    after = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    after = {n: sub.cluster.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
     assert before == after and target == cluster["target"]
 
 
 def test_forged_pid_record_is_not_trusted(cluster, login):
     """A pid file pointing at a process that is not ours: never signalled, the node is cleared and restarted."""
     sub = cluster["sub"]
-    node = sub.node("worker2")
+    node = sub.cluster.node("worker2")
     real = node.record()
     decoy = subprocess.Popen(["sleep", "300"])
     try:
@@ -235,19 +236,21 @@ def test_status_reports_every_node(cluster):
 
 def test_login_port_taken_is_refused_before_anything_changes(cluster, tmp_path):
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
     sub = cluster["sub"]
-    other = LocalSubstrate(sub.settings.replace(workdir=tmp_path / "other"), Workdir(tmp_path / "other"), _progress)
+    settings = sub.cluster.settings.replace(workdir=tmp_path / "other")
+    other = LocalSubstrate(LocalCluster(settings, Workdir(tmp_path / "other"), _progress))
     with pytest.raises(SubstrateUnavailable, match="LOGIN_SSH_PORT"):
         other.up()
-    assert not other.fabric.ours() and not (tmp_path / "other" / "local").exists()
+    assert not other.cluster.fabric.ours() and not (tmp_path / "other" / "local").exists()
 
 
 def test_apply_replaces_the_cohort(cluster, login):
     sub = cluster["sub"]
     pool = sub.pool()
     old = pool.desired_revision()
-    new_settings = sub.settings.replace(worker_flox_generation=2, worker_cpus=3)
+    new_settings = sub.cluster.settings.replace(worker_flox_generation=2, worker_cpus=3)
     before = yaml.safe_load((cluster["workdir"] / "target.yaml").read_text())
     rev = pool.apply(new_settings)
     assert rev != old and rev == pool.desired_revision()
@@ -267,7 +270,7 @@ def test_apply_replaces_the_cohort(cluster, login):
     # those dynamic records are stale until deleted and registered again: the lifecycle barrier's repair step,
     # done here by hand through the same two calls it makes.
     for name in ("worker1", "worker2"):
-        sub.node_runner("ctl").run(f"scontrol delete nodename={name}", timeout=15)
+        sub.cluster.node_runner("ctl").run(f"scontrol delete nodename={name}", timeout=15)
         pool.restart(name)
     for _ in range(100):
         res = login.run("sinfo -h -N -o '%N %T %c'")
@@ -283,7 +286,7 @@ def test_apply_replaces_the_cohort(cluster, login):
 def test_apply_gatk_exports_and_nested_path(cluster, login):
     sub = cluster["sub"]
     rev = sub.pool().apply(
-        sub.settings.replace(
+        sub.cluster.settings.replace(
             worker_flox_env="local/gatk", worker_flox_generation=1, worker_env_exports=("GATK_CONDAENV_PREFIX",)
         )
     )
@@ -293,7 +296,7 @@ def test_apply_gatk_exports_and_nested_path(cluster, login):
             if states == ["idle", "idle"]:
                 break
         time.sleep(0.2)
-    realized = sub.node("worker1").annotations()["realized_path"]
+    realized = sub.cluster.node("worker1").annotations()["realized_path"]
     res = _ok(
         login.run("srun -N1 -w worker1 --export=NONE /bin/bash -c 'echo $GATK_CONDAENV_PREFIX; echo $PATH; gatk'")
     )
@@ -306,51 +309,54 @@ def test_apply_gatk_exports_and_nested_path(cluster, login):
 def test_up_with_other_runtime_settings_leaves_the_cohort_to_the_lifecycle(cluster):
     """`up` repairs the cluster but never swaps the runtime: that is pool.apply inside the barrier."""
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
     sub = cluster["sub"]
     pool = sub.pool()
     deployed = pool.desired_revision()
-    pids = {n: sub.node(n).record().pid for n in ("worker1", "worker2")}
-    other = LocalSubstrate(
-        sub.settings.replace(worker_flox_env="local/demo", worker_flox_generation=1, worker_env_exports=()),
-        sub.workdir,
-        _progress,
+    pids = {n: sub.cluster.node(n).record().pid for n in ("worker1", "worker2")}
+    settings = sub.cluster.settings.replace(
+        worker_flox_env="local/demo", worker_flox_generation=1, worker_env_exports=()
     )
+    other = LocalSubstrate(LocalCluster(settings, sub.cluster.workdir, _progress))
     target = other.up()
-    assert {n: sub.node(n).record().pid for n in pids} == pids
+    assert {n: sub.cluster.node(n).record().pid for n in pids} == pids
     assert pool.desired_revision() == deployed
     assert all(w.environment == "local/gatk:1" and w.revision == deployed for w in pool.workers())
-    assert target["expect"]["revision"] == other.pool().revision_for(other.settings) != deployed
+    assert target["expect"]["revision"] == other.pool().revision_for(other.cluster.settings) != deployed
     sub.up()  # the module's substrate object still describes the deployed runtime: restore its target file
 
 
 def test_replicas_grow_and_shrink_without_touching_the_rest(cluster, login):
     sub = cluster["sub"]
-    before = {n: sub.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
-    base = sub.settings
+    before = {n: sub.cluster.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}
+    base = sub.cluster.settings
     try:
-        sub.settings = base.replace(compute_replicas=3)
+        sub.cluster.settings = base.replace(compute_replicas=3)
         sub.up()
         res = _ok(login.run("srun -N3 -n3 hostname", timeout=120))
         assert sorted(res.stdout.split()) == ["worker1", "worker2", "worker3"]
         assert [w.name for w in sub.pool().workers()] == ["worker1", "worker2", "worker3"]
     finally:
-        sub.settings = base
+        sub.cluster.settings = base
         sub.up()
-    assert not sub.node("worker3").dir.exists() and sub.fabric.node_ns("worker3") not in sub.fabric.ours()
+    assert (
+        not sub.cluster.node("worker3").dir.exists()
+        and sub.cluster.fabric.node_ns("worker3") not in sub.cluster.fabric.ours()
+    )
     assert "worker3" not in _ok(login.run("sinfo -h -N -o '%N'")).stdout.split()
-    assert {n: sub.node(n).record().pid for n in before} == before
+    assert {n: sub.cluster.node(n).record().pid for n in before} == before
 
 
 def test_down_then_up_keeps_state(cluster, login):
     sub = cluster["sub"]
-    marker = f"/home/{sub.settings.test_user}/kept-{os.getpid()}"
+    marker = f"/home/{sub.cluster.settings.test_user}/kept-{os.getpid()}"
     _ok(login.run(f"echo kept > {marker}"))
     login.close()
     sub.down()
-    assert not sub.fabric.ours()
-    assert cgroups.leftovers(sub.prefix) == [], "down removes every cgroup of the cluster"
-    assert all(not sub.node(n).running() for n in ("ctl", "login", "worker1", "worker2"))
+    assert not sub.cluster.fabric.ours()
+    assert cgroups.leftovers(sub.cluster.prefix) == [], "down removes every cgroup of the cluster"
+    assert all(not sub.cluster.node(n).running() for n in ("ctl", "login", "worker1", "worker2"))
     t0 = time.monotonic()
     sub.up()
     print(f"up after down: {time.monotonic() - t0:.2f}s")
@@ -362,10 +368,10 @@ def test_zz_destroy_leaves_nothing(cluster):
     workdir = str(cluster["workdir"])
     sub.destroy()
     cluster["destroyed"] = True
-    assert not sub.fabric.ours(), "network namespaces left behind"
-    assert cgroups.leftovers(sub.prefix) == [], "cgroups left behind"
+    assert not sub.cluster.fabric.ours(), "network namespaces left behind"
+    assert cgroups.leftovers(sub.cluster.prefix) == [], "cgroups left behind"
     mounts = Path("/proc/mounts").read_text()
-    assert sub.prefix not in mounts and workdir not in mounts, "mounts left behind"
+    assert sub.cluster.prefix not in mounts and workdir not in mounts, "mounts left behind"
     leftovers = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -379,4 +385,4 @@ def test_zz_destroy_leaves_nothing(cluster):
     assert not (cluster["workdir"] / "local").exists() and not (cluster["workdir"] / "target.yaml").exists()
     from pytest_slurmflox.substrates.local import image
 
-    assert image.cached_image(sub.settings.local_suite) is not None, "destroy must keep the image cache"
+    assert image.cached_image(sub.cluster.settings.local_suite) is not None, "destroy must keep the image cache"

@@ -25,8 +25,8 @@ import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
 from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.validation import validate_evidence, validate_junit
+from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 
@@ -56,10 +56,11 @@ def local_cluster(workdir: Path) -> Iterator[dict]:
     require_local_substrate()
     from pytest_slurmflox.settings import resolve
     from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
 
     port = _free_port()
     settings = resolve(cli={"WORKDIR": str(workdir), "LOGIN_SSH_PORT": str(port)}, substrate="local").settings
-    sub = LocalSubstrate(settings, Workdir(workdir), lambda line: print(f"[local] {line}", flush=True))
+    sub = LocalSubstrate(LocalCluster(settings, Workdir(workdir), lambda line: print(f"[local] {line}", flush=True)))
     t0 = time.monotonic()
     try:
         doc = sub.up()

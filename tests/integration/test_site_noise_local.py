@@ -10,7 +10,7 @@ command's stdout carry it), or the comparison would prove nothing.
 from __future__ import annotations
 
 import pytest
-from acceptance_helpers import destroy, local_substrate, private_deployment, run_pytest
+from acceptance_helpers import cluster_of, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.substrates.local import sitenoise
 
@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
 
 
 def _login(workdir):
-    sub = local_substrate(workdir)
+    sub = cluster_of(workdir)
     return sub.node_runner("login", sub.settings.test_user)
 
 

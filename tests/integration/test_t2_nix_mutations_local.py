@@ -41,9 +41,7 @@ def deployment(tmp_path_factory):
 
 
 def _store(workdir: Path):
-    from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
-
-    return LocalWorkerPool(local_substrate(workdir)).nix_store()
+    return local_substrate(workdir).pool().nix_store()
 
 
 def _generation(store, worker: str) -> int:

@@ -19,8 +19,8 @@ import re
 import pytest
 import yaml
 from acceptance_helpers import (
+    cluster_of,
     deployed,
-    local_substrate,
     mutated,
     node_sh,
     passes_again,
@@ -117,8 +117,8 @@ def _directory_site(workdir, *profile: str) -> tuple[str, str]:
 
 def _batch_none_sees(workdir, node: str) -> str:
     """What a batch job submitted with --export=NONE to ``node`` has in its environment (as the test user)."""
-    sub = local_substrate(workdir)
-    login = sub.node_runner("login", sub.settings.test_user)
+    cluster = cluster_of(workdir)
+    login = cluster.node_runner("login", cluster.settings.test_user)
     script = "#!/bin/bash\n/usr/bin/env\n"
     res = login.run(f"cd && sbatch --parsable --wait --export=NONE -w {node} -o sfx-none.out && cat sfx-none.out",
                     input=script, timeout=120)  # fmt: skip

@@ -227,7 +227,7 @@ def test_the_readme_table_is_the_codes_table():
 
 
 def test_the_reports_environment_table_shows_an_undeclared_expectation_as_such():
-    from pytest_slurmflox.environment import target_metadata
+    from pytest_slurmflox.envfacts import target_metadata
 
     bare = target_metadata("r", "existing", Path("/t.yaml"), parse_target({"login": LOGIN}))
     for row in ("Partition", "Worker image", "Environment reference", "Runtime revision (expected)"):

@@ -16,9 +16,9 @@ import pytest
 
 from pytest_slurmflox.deploy import DeployError, up
 from pytest_slurmflox.settings import SubstrateOptions, resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate, SubstrateUnavailable
 from pytest_slurmflox.target import TargetSpec, parse_target
+from pytest_slurmflox.workdir import Workdir
 
 
 class Starting(Substrate):

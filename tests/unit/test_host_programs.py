@@ -72,8 +72,8 @@ SHELL_WORDS = frozenset(
 NOT_HOST_RUNS: frozenset[str] = frozenset()
 #: (module, program) pairs whose argv runs inside a node, from the node image, not on the host.
 IN_NODE = {
-    ("exec.py", "setpriv"),  # after ``nsenter -r -w``: the node's root, so the image's setpriv
-    ("exec.py", "env"),  # same argv (the host's env is listed for runtime.py)
+    ("nsrunner.py", "setpriv"),  # after ``nsenter -r -w``: the node's root, so the image's setpriv
+    ("nsrunner.py", "env"),  # same argv (the host's env is listed for runtime.py)
 }
 
 

@@ -18,8 +18,8 @@ import pytest
 from pytest_slurmflox.outcome import BY_PYTEST, Deselected, ExitRules
 from pytest_slurmflox.secrets import REDACTED, Redactor
 from pytest_slurmflox.selection import Selection
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.target import Endpoint
+from pytest_slurmflox.workdir import Workdir
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_slurmflox"
 OK, FAILED, NONE, INTERRUPTED = (

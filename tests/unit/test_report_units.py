@@ -9,7 +9,7 @@ import os
 import pytest
 
 from pytest_slurmflox.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
-from pytest_slurmflox.environment import image_digest
+from pytest_slurmflox.envfacts import image_digest
 from pytest_slurmflox.groups import REQUIRED_GROUPS
 from pytest_slurmflox.profiles import NOT_APPLICABLE
 from pytest_slurmflox.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles

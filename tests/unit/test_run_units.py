@@ -9,7 +9,7 @@ from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
 
 from pytest_slurmflox.run import LocalRunner, Result, command_line, with_env
-from pytest_slurmflox.substrates.local.exec import NamespaceRunner
+from pytest_slurmflox.substrates.local.nsrunner import NamespaceRunner
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -16,7 +16,7 @@ from pytest_slurmflox.settings import (
     SettingsError,
     resolve,
 )
-from pytest_slurmflox.state import WorkerRevisionFile
+from pytest_slurmflox.workdir import WorkerRevisionFile
 
 REFERENCE_DEFAULTS = {
     "NODES": 3,

@@ -162,3 +162,43 @@ def test_the_package_type_checks_clean():
         [sys.executable, "-m", "mypy", "pytest_slurmflox"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def _inherited_beyond_substrate(cls: type) -> list[str]:
+    """What ``cls`` (a Substrate) inherits besides Substrate and its ABC machinery: a substrate holds the parts it
+    builds on (issue 28: LocalSubstrate once *was* its LocalCluster, ~50 methods on one object) instead."""
+    from pytest_slurmflox.substrates import Substrate
+
+    allowed = {cls, *Substrate.__mro__}
+    return [f"{base.__module__}.{base.__qualname__}" for base in cls.__mro__ if base not in allowed]
+
+
+def test_substrates_hold_their_cluster_instead_of_inheriting_it():
+    from pytest_slurmflox.substrates import SUBSTRATES, Substrate, substrate_class
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
+
+    offenders = {name: found for name in SUBSTRATES if (found := _inherited_beyond_substrate(substrate_class(name)))}
+    assert offenders == {}, offenders
+    # the rule catches what it is for: a substrate that is its cluster again
+    relapse = type("Relapse", (LocalCluster, Substrate), {})
+    assert _inherited_beyond_substrate(relapse) == ["pytest_slurmflox.substrates.local.cluster.LocalCluster"]
+
+
+def test_the_local_pool_gets_the_cluster_not_the_substrate(tmp_path):
+    import typing
+
+    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.substrates import Substrate
+    from pytest_slurmflox.substrates.local import LocalSubstrate
+    from pytest_slurmflox.substrates.local.cluster import LocalCluster
+    from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
+    from pytest_slurmflox.workdir import Workdir
+
+    hints = typing.get_type_hints(LocalWorkerPool.__init__)
+    assert hints["cluster"] is LocalCluster and not any(
+        isinstance(h, type) and issubclass(h, Substrate) for h in hints.values()
+    ), hints
+    settings = resolve(cli={"WORKDIR": str(tmp_path)}, substrate="local").settings
+    sub = LocalSubstrate(LocalCluster(settings, Workdir(tmp_path), print))
+    pool = sub.pool()
+    assert pool.cluster is sub.cluster and all(value is not sub for value in vars(pool).values())

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.settings import SubstrateOptions, resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate, SubstrateUnavailable, make_substrate, substrate_class
+from pytest_slurmflox.workdir import Workdir
 
 
 @pytest.mark.parametrize("name", sorted(SUBSTRATES))
@@ -24,7 +24,7 @@ def test_make_substrate_hands_each_substrate_its_option_rows(tmp_path: Path):
     settings = resolve(env={}).settings
     options = SubstrateOptions(local_cache=tmp_path / "cache", qemu_accel="tcg", qemu_restrict=True)
     local = make_substrate("local", settings, Workdir(tmp_path / "l"), print, options)
-    assert local.name == "local" and local.cache == tmp_path / "cache"  # type: ignore[attr-defined]
+    assert local.name == "local" and local.cluster.cache == tmp_path / "cache"  # type: ignore[attr-defined]
     qemu = make_substrate("qemu", settings, Workdir(tmp_path / "q"), print, options, frozenset({"WORKER_CPUS"}))
     assert qemu.accel_request == "tcg" and qemu.restrict and qemu.explicit == {"WORKER_CPUS"}  # type: ignore[attr-defined]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.settings import SubstrateOptions, resolve
-from pytest_slurmflox.state import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate
 from pytest_slurmflox.verbs import VerbContext, destroy, down, status, strip_secrets
+from pytest_slurmflox.workdir import Workdir
 
 
 class Recorded(Substrate):

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from ...run import quoted
 from ...settings import Settings
-from ...state import write_secret
 from ...waits import WaitTimedOut, poll
+from ...workdir import write_secret
 from .. import SubstrateUnavailable
-from .exec import NamespaceRunner
 from .network import address_for
+from .nsrunner import NamespaceRunner
 
 DB = "db"
 DB_ADDRESS_INDEX = 4

@@ -32,7 +32,7 @@ HOST_PROGRAMS: dict[str, str] = {
     "mmdebstrap": "mmdebstrap",  # the node image (image.py)
     "ip": "iproute2",  # the fabric's namespaces, bridge and veths (network.py)
     "unshare": "util-linux",  # a node's namespaces (node.py), the Nix store's mount namespace (nix.py)
-    "nsenter": "util-linux",  # into a node's network namespace (node.py) and into a node (exec.py)
+    "nsenter": "util-linux",  # into a node's network namespace (node.py) and into a node (nsrunner.py)
     "mount": "mount",  # node-boot.sh and the Nix runner
     "tar": "tar",  # unpacking the node image (image.py)
     "nix-instantiate": "nix-bin",  # the Nix runtime provider's generations (nix.py, issue 20)

@@ -2,7 +2,9 @@
 
 Paths and state of one work dir, the node image, the files every node mounts, naming and addressing of nodes,
 starting a node from its configuration (or keeping it), and clearing a namespace. It knows nothing about cohorts
-(pool.py) or the login port (forwarder.py), so both can build on it without importing each other.
+(pool.py) or the loopback forwarders (forwarders.py), so both can build on it without importing each other.
+LocalSubstrate holds one (``substrate.cluster``) and hands that, never itself, to its pool: composition, not a
+substrate that is its cluster (tests/test_structure.py keeps it so).
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from filelock import FileLock
 
 from ... import revision as revision_mod
 from ...settings import Settings
-from ...state import Workdir, atomic_write
 from ...waits import WaitTimedOut, poll
+from ...workdir import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
 from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .accounting import DB
-from .exec import NamespaceRunner
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
+from .nsrunner import NamespaceRunner
 
 PROVISION = resources.files("pytest_slurmflox.provision")
 CLUSTER_NAME = "slurmflox"
@@ -231,7 +233,7 @@ class LocalCluster:
             "flox-activate": runtime.ACTIVATE_SH,
             "task-profile-init.sh": (PROVISION / "task-profile-init.sh").read_text(),
             "sshd_config": slurmconf.render_sshd_config(banner=self.noise.banner),
-            "forward.py": (Path(__file__).parent / "forward.py").read_text(),
+            "forward_program.py": (Path(__file__).parent / "forward_program.py").read_text(),
         }
         for name, text in files.items():
             write_if_changed(scripts_dir / name, text, 0o755)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ...run import Result, Runner
 from ...settings import Settings
-from ...state import atomic_write, write_secret
+from ...workdir import atomic_write, write_secret
 
 BASE_DN = "dc=slurmflox"
 BIND_DN = f"cn=nslcd,ou=services,{BASE_DN}"

@@ -1,7 +1,7 @@
 """Cluster credentials: the operator SSH key pair, the login host key, the shared auth key.
 
 Generated in-process (cryptography, already a paramiko dependency) so the substrate needs no ssh-keygen, and
-written 0600 from creation on (state.write_secret). Existing keys are reused: a rerun never rotates them, so
+written 0600 from creation on (workdir.write_secret). Existing keys are reused: a rerun never rotates them, so
 known_hosts and authorized keys stay valid.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ...state import atomic_write, write_secret
+from ...workdir import atomic_write, write_secret
 
 
 def ensure_ed25519(private: Path, public: Path, comment: str) -> str:

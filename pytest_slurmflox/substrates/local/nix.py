@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...state import atomic_write
+from ...workdir import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...state import atomic_write
 from ...waits import WaitTimedOut, poll
+from ...workdir import atomic_write
 from .. import proc
 from .network import Fabric, ns_inode
 

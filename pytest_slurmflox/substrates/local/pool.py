@@ -17,16 +17,21 @@ from typing import Any
 from ...abilities import DirectoryChanges, IsolatingWorkers, RuntimeRecord, ServiceRestart
 from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings
-from ...state import atomic_write
 from ...target import worker_settings_document, write_runtime
+from ...workdir import atomic_write
 from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
+from .forwarders import Forwarders
 from .network import address_for
 
 
 class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecord, DirectoryChanges):
-    def __init__(self, cluster: LocalCluster) -> None:
+    """The cohort over a cluster's node primitives (``cluster``), never over the substrate; ``forwarders`` because
+    restarting the controller clears slurmrestd's forwarder, which lives in its namespace."""
+
+    def __init__(self, cluster: LocalCluster, forwarders: Forwarders) -> None:
         self.cluster = cluster
+        self.forwarders = forwarders
 
     # ------------------------------------------------------------------------------------------ protocol
     def desired_count(self) -> int:
@@ -139,9 +144,8 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
             cluster.converge(node(), boot)
             wait()
             # restarting a node clears its namespace, the REST forwarder (which lives in ctl's) included
-            ensure_forwarder = getattr(cluster, "ensure_rest_forwarder", None)
-            if service == "slurmctld" and ensure_forwarder is not None:
-                ensure_forwarder()
+            if service == "slurmctld":
+                self.forwarders.ensure_rest()
 
     def start_isolated_worker(self, name: str, flox_ref: str) -> WorkerInfo:
         """An extra worker pinned to ``flox_ref`` (outside the cohort), for failure-isolation checks."""

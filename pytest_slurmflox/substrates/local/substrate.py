@@ -9,7 +9,8 @@ Layout of ``<workdir>``::
     local/state.json      cluster prefix, image, desired revision and worker settings, worker list
     local/conf/           slurm.conf, cgroup.conf, flox-task-prolog/task-prolog.sh (bound read-only at /etc/slurm)
     local/hosts           /etc/hosts of every node
-    local/scripts/        node-boot.sh, node-init.sh, flox-activate, task-profile-init.sh, sshd_config, forward.py
+    local/scripts/        node-boot.sh, node-init.sh, flox-activate, task-profile-init.sh, sshd_config,
+                          forward_program.py (the loopback forwarder, run on the host from here)
     local/home/           the one shared /home
     local/login/          the login node's SSH host key
     local/nodes/<name>/   one node (see node.py)
@@ -33,7 +34,6 @@ import time
 from ...capabilities import AccountingSpec, RestSpec
 from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
-from ...state import Workdir, atomic_write
 from ...target import (
     Endpoint,
     Expectations,
@@ -44,18 +44,24 @@ from ...target import (
     write_target,
 )
 from ...waits import WaitTimedOut, poll, poll_missing
+from ...workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
-from .forwarder import LoginForwarder, RestForwarder, free_loopback_port
+from .forwarders import Forwarders
 from .network import address_for
 from .pool import LocalWorkerPool
 
 
-class LocalSubstrate(LocalCluster, Substrate):
-    """The lifecycle verbs over the node primitives (cluster.py), the cohort (pool.py) and the forwarder."""
+class LocalSubstrate(Substrate):
+    """The lifecycle verbs over one local cluster (held, not inherited: cluster.py's node primitives), its cohort
+    (pool.py) and its loopback forwarders (forwarders.py)."""
 
     name = "local"
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.forwarders = Forwarders(cluster)
 
     @classmethod
     def from_options(
@@ -67,74 +73,59 @@ class LocalSubstrate(LocalCluster, Substrate):
         explicit: frozenset[str],
     ) -> LocalSubstrate:
         """The local rows of the option table: the image/store cache and the site-noise switch."""
-        return cls(settings, workdir, progress, cache=options.local_cache, site_noise=options.local_site_noise)
+        return cls(
+            LocalCluster(settings, workdir, progress, cache=options.local_cache, site_noise=options.local_site_noise)
+        )
 
     def pool(self) -> LocalWorkerPool:
-        return LocalWorkerPool(self)
-
-    def forwarder(self) -> LoginForwarder:
-        return LoginForwarder(self.local, self.fabric, self.settings.login_ssh_port)
-
-    def rest_forwarder(self, port: int | None = None) -> RestForwarder:
-        """slurmrestd's loopback forwarder, on the port recorded in the state (0 when none is recorded yet)."""
-        return RestForwarder(self.local, self.fabric, port or int(self.read_state().get("rest_port") or 0))
-
-    def ensure_rest_forwarder(self) -> int:
-        """Keep the recorded REST port when it is ours or free; otherwise take a free one (recorded by the caller)."""
-        port = int(self.read_state().get("rest_port") or 0)
-        if port:
-            try:
-                self.rest_forwarder(port).check_port()
-            except SubstrateUnavailable:
-                port = 0
-        fwd = self.rest_forwarder(port or free_loopback_port())
-        fwd.ensure()
-        return fwd.port
+        """The cohort's owner, over the same cluster and forwarders (never over this substrate)."""
+        return LocalWorkerPool(self.cluster, self.forwarders)
 
     # ================================================================================== up
     def up(self) -> dict:
-        with self.exclusive():
+        with self.cluster.exclusive():
             return self._up()
 
     def _up(self) -> dict:
+        c = self.cluster
         t0 = time.monotonic()
-        self.forwarder().check_port()
-        img = self.ensure_image()
+        self.forwarders.login().check_port()
+        img = c.ensure_image()
         t_img = time.monotonic()
-        self.local.mkdir(parents=True, exist_ok=True)
+        c.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
-        directory.write_files(self.local, self.settings)  # slapd's config and seed, the bind secret (#13)
-        boot = self.write_files(self.isolated_addresses())  # records the cgroup layout in the state
-        state = self.read_state()
+        directory.write_files(c.local, c.settings)  # slapd's config and seed, the bind secret (#13)
+        boot = c.write_files(c.isolated_addresses())  # records the cgroup layout in the state
+        state = c.read_state()
         pool = self.pool()
         # `up` builds or repairs the cluster; it never changes the runtime of a deployed cohort. That is the
         # lifecycle's job (pool.apply inside the maintenance barrier), exactly as on Kubernetes, where `up`
         # installs the chart and the NodeSet rollout replaces workers. So workers (re)started here get the
         # deployed runtime; only a first deployment takes the runtime from the settings.
         deployed, revision = pool.deployed_runtime(state)
-        self.store.mkdir(parents=True, exist_ok=True)
-        self.fabric.ensure_fabric()
+        c.store.mkdir(parents=True, exist_ok=True)
+        c.fabric.ensure_fabric()
         t_db = time.monotonic()
-        self.converge(self.db_node(), boot)  # accounting first: slurmctld registers the cluster with slurmdbd
-        self.wait_db()
+        c.converge(c.db_node(), boot)  # accounting first: slurmctld registers the cluster with slurmdbd
+        c.wait_db()
         t_db = time.monotonic() - t_db
-        self.converge(self.controller(), boot)  # controller before workers: workers register with it
-        self.wait_controller()
+        c.converge(c.controller(), boot)  # controller before workers: workers register with it
+        c.wait_controller()
         wanted = pool.converge_cohort(deployed, revision, boot)
-        self.converge(self.make_node(LOGIN, LOGIN, address_for(3), self._login_boot()), boot)
-        self.forwarder().ensure()
-        rest_port = self.ensure_rest_forwarder()
+        c.converge(c.make_node(LOGIN, LOGIN, address_for(3), self._login_boot()), boot)
+        self.forwarders.login().ensure()
+        rest_port = self.forwarders.ensure_rest()
         t_assoc = time.monotonic()  # while the workers and the login node boot
-        accounting.ensure_associations(self.node_runner(CTL), CLUSTER_NAME, self.settings.test_user)
+        accounting.ensure_associations(c.node_runner(CTL), CLUSTER_NAME, c.settings.test_user)
         t_assoc = time.monotonic() - t_assoc
-        self.write_state(
+        c.write_state(
             {
                 **state,
                 "rest_port": rest_port,
-                "prefix": self.prefix,
+                "prefix": c.prefix,
                 "image": img.ref,
                 "revision": revision,
-                "replicas": self.settings.compute_replicas,
+                "replicas": c.settings.compute_replicas,
                 "settings": worker_settings_document(deployed, img.ref),
                 "workers": wanted,
             }
@@ -145,9 +136,9 @@ class LocalSubstrate(LocalCluster, Substrate):
         t_rest = time.monotonic()
         self._wait_rest()
         t_rest = time.monotonic() - t_rest
-        target = write_target(self.target_spec(), self.target_file)
-        self.progress(
-            f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{self.settings.login_ssh_port}, "
+        target = write_target(self.target_spec(), c.target_file)
+        c.progress(
+            f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{c.settings.login_ssh_port}, "
             f"REST on 127.0.0.1:{rest_port} ({time.monotonic() - t_img:.1f}s after the image, "
             f"{time.monotonic() - t0:.1f}s total; accounting and REST: db node {t_db:.1f}s, associations "
             f"{t_assoc:.1f}s, slurmrestd {t_rest:.1f}s)"
@@ -155,49 +146,52 @@ class LocalSubstrate(LocalCluster, Substrate):
         return target
 
     def _wait_rest(self, timeout: float = 30.0) -> None:
-        fwd = self.rest_forwarder()
+        fwd = self.forwarders.rest()
         try:
             poll(lambda: fwd.answers() or None, what="slurmrestd", timeout=timeout)
         except WaitTimedOut:
-            where = self.controller().dir
+            where = self.cluster.controller().dir
             raise SubstrateUnavailable(f"local: slurmrestd does not answer on {fwd.url()}; see {where}") from None
 
     def _ensure_keys(self) -> None:
-        files = self.acct_files
+        c = self.cluster
+        files = c.acct_files
         files.ensure()  # the storage password and the JWT key (0600)
-        files.write_dbd_conf(accounting.render_slurmdbd_conf(files.password.read_text().strip(), self.auth))
-        keys.ensure_shared_key(self.workdir.munge_key)  # job credentials (cred/munge)
+        files.write_dbd_conf(accounting.render_slurmdbd_conf(files.password.read_text().strip(), c.auth))
+        keys.ensure_shared_key(c.workdir.munge_key)  # job credentials (cred/munge)
         # the auth/slurm RPC key, root-only, inside the config dir the nodes mount at /etc/slurm
-        if self.auth == "slurm":
-            keys.ensure_shared_key(self.local / "conf" / "slurm.key")
-        keys.ensure_ed25519(self.workdir.ssh_key, self.workdir.ssh_pubkey, "slurmflox-operator")
+        if c.auth == "slurm":
+            keys.ensure_shared_key(c.local / "conf" / "slurm.key")
+        keys.ensure_ed25519(c.workdir.ssh_key, c.workdir.ssh_pubkey, "slurmflox-operator")
         host_pub = keys.ensure_ed25519(
-            self.local / "login" / "ssh_host_ed25519_key",
-            self.local / "login" / "ssh_host_ed25519_key.pub",
+            c.local / "login" / "ssh_host_ed25519_key",
+            c.local / "login" / "ssh_host_ed25519_key.pub",
             "slurmflox-login",
         )
-        port = self.settings.login_ssh_port
-        atomic_write(self.workdir.known_hosts, keys.known_hosts_line("127.0.0.1", port, host_pub))
+        port = c.settings.login_ssh_port
+        atomic_write(c.workdir.known_hosts, keys.known_hosts_line("127.0.0.1", port, host_pub))
 
     def _login_boot(self) -> dict[str, str]:
+        c = self.cluster
         return {
-            "SSH_HOST_KEY": str(self.local / "login" / "ssh_host_ed25519_key"),
-            "SSH_AUTHORIZED": str(self.workdir.ssh_pubkey),
-            **directory.identity_boot(self.settings),
-            **directory.login_boot(self.directory_files),
+            "SSH_HOST_KEY": str(c.local / "login" / "ssh_host_ed25519_key"),
+            "SSH_AUTHORIZED": str(c.workdir.ssh_pubkey),
+            **directory.identity_boot(c.settings),
+            **directory.login_boot(c.directory_files),
             "STRANGER_USER": accounting.UNASSOCIATED_USER,
             "STRANGER_UID": str(accounting.UNASSOCIATED_UID),
         }
 
     def _wait_ready(self, workers: list[str], timeout: float) -> list[str]:
         """Wait until every worker is registered in Slurm or has failed, and login answers; returns the failures."""
-        login = self.make_node(LOGIN, LOGIN, address_for(3))
-        forwarder = self.forwarder()
+        c = self.cluster
+        login = c.make_node(LOGIN, LOGIN, address_for(3))
+        forwarder = self.forwarders.login()
         failed: list[str] = []
 
         def missing() -> str | None:
-            failed[:] = [f"{w}: {phase}" for w in workers if (phase := self.node(w).phase()).startswith("failed")]
-            states = self.sinfo_states()
+            failed[:] = [f"{w}: {phase}" for w in workers if (phase := c.node(w).phase()).startswith("failed")]
+            states = c.sinfo_states()
             # Registered and responding is ready for the substrate; drain state is the lifecycle's business
             # (a rerun after an interrupted maintenance barrier finds the workers drained, and that is fine).
             pending = [w for w in workers if not registered(states.get(w, ""))]
@@ -220,25 +214,26 @@ class LocalSubstrate(LocalCluster, Substrate):
 
     def target_spec(self) -> TargetSpec:
         """What this deployment is, as the suites see it: built from the settings object it was given."""
-        s = self.settings
-        img = self.ensure_image()
-        login = Endpoint("127.0.0.1", s.login_ssh_port, s.test_user, self.workdir.ssh_key, self.workdir.known_hosts)
+        c = self.cluster
+        s = c.settings
+        img = c.ensure_image()
+        login = Endpoint("127.0.0.1", s.login_ssh_port, s.test_user, c.workdir.ssh_key, c.workdir.known_hosts)
         return TargetSpec(
             path=None,
             name="local",
             substrate="local",
-            workdir=self.workdir.root,
+            workdir=c.workdir.root,
             login=login,
             admin=dataclasses.replace(login, user="root"),
             kubernetes=None,
             partition="all",
             identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid),
             # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
-            expect=Expectations(s, self.revision_for(s), img.ref, s.compute_replicas),
+            expect=Expectations(s, c.revision_for(s), img.ref, s.compute_replicas),
             slurm_version=img.slurm_version.split("-")[0],
             deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
-            limitations=self.cgroup_layout()[0].limitations(),
+            limitations=c.cgroup_layout()[0].limitations(),
             directory=Directory(
                 *(directory.URI, directory.BASE_DN, s.test_user, (s.test_supp_group,)),
                 bind_dn=directory.BIND_DN,
@@ -250,18 +245,19 @@ class LocalSubstrate(LocalCluster, Substrate):
                 limited_max_jobs=accounting.LIMITED_MAX_JOBS,
                 unassociated_user=accounting.UNASSOCIATED_USER,
             ),
-            rest=RestSpec(url=self.rest_forwarder().url()),
+            rest=RestSpec(url=self.forwarders.rest().url()),
         )
 
     # ================================================================================== other verbs
     def status(self) -> str:
-        lines = [f"local cluster {self.prefix} in {self.workdir.root}"]
-        state = self.read_state()
+        c = self.cluster
+        lines = [f"local cluster {c.prefix} in {c.workdir.root}"]
+        state = c.read_state()
         if state:
             lines.append(f"  image {state.get('image')}  revision {state.get('revision')}")
         # Only a node proven to be ours and alive is reported with the word "running" (callers grep for it).
-        for name in self.all_node_names():
-            node = self.node(name)
+        for name in c.all_node_names():
+            node = c.node(name)
             rec = node.record()
             ann = node.annotations()
             env = f"  env {ann.get('environment')}" if ann else ""
@@ -271,13 +267,13 @@ class LocalSubstrate(LocalCluster, Substrate):
                 phase = node.phase()
                 why = f"  ({phase})" if phase.startswith("failed") else ""
                 lines.append(f"  {name:<10} down{why}{env}")
-        forwarded = "forwarded" if self.forwarder().running() else "closed"
-        lines.append(f"  login ssh 127.0.0.1:{self.settings.login_ssh_port} {forwarded}")
-        rest = self.rest_forwarder()
+        forwarded = "forwarded" if self.forwarders.login().running() else "closed"
+        lines.append(f"  login ssh 127.0.0.1:{c.settings.login_ssh_port} {forwarded}")
+        rest = self.forwarders.rest()
         lines.append(f"  slurmrestd {rest.url()} {'forwarded' if rest.port and rest.running() else 'closed'}")
         lines += self._service_lines()
-        if self.controller().running():
-            res = self.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
+        if c.controller().running():
+            res = c.node_runner(CTL).run("sinfo -N -o '%N %T %c %m %f'", timeout=15)
             lines += ["  " + line for line in res.stdout.splitlines()]
         return "\n".join(lines)
 
@@ -294,38 +290,40 @@ class LocalSubstrate(LocalCluster, Substrate):
             (CTL, "slurmrestd", "REST API"),
         )
         for node, daemon, what in services:
-            if not self.node(node).running():
+            if not self.cluster.node(node).running():
                 continue
-            pids = self.node_runner(node).run("pidof", daemon, timeout=10).stdout.split()
+            pids = self.cluster.node_runner(node).run("pidof", daemon, timeout=10).stdout.split()
             state = f"up    pid {pids[0]:<8}" if pids else "down" + " " * 14
             lines.append(f"  {daemon:<10} {state} on {node}: {what}")
         return lines
 
     def down(self) -> None:
         """Stop login, workers, controller (reverse start order) and the forwarder; keep all state."""
-        with self.exclusive():
-            self.forwarder().stop()
-            self.rest_forwarder().stop()
-            for name in reversed(self.all_node_names()):
-                if self.node(name).stop():
-                    self.progress(f"local: stopped {name}")
-            self.sweep()
-            self.fabric.remove_all()
-            self.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
+        c = self.cluster
+        with c.exclusive():
+            self.forwarders.login().stop()
+            self.forwarders.rest().stop()
+            for name in reversed(c.all_node_names()):
+                if c.node(name).stop():
+                    c.progress(f"local: stopped {name}")
+            c.sweep()
+            c.fabric.remove_all()
+            c.recorded_cgroups().remove_all()  # after the processes: a cgroup with a task cannot be removed
 
     def destroy(self) -> None:
         """Down, then remove nodes, namespaces, state (keys, target file) and this deployment's Nix profiles. The
         image cache and the Nix store stay (README: how to prune the store)."""
-        with self.exclusive():
+        c = self.cluster
+        with c.exclusive():
             self.down()
-            LocalWorkerPool(self).nix_store().remove_profiles()
-            rmtree(self.local)
+            self.pool().nix_store().remove_profiles()
+            rmtree(c.local)
             for path in (
-                self.target_file,
-                self.workdir.ssh_key,
-                self.workdir.ssh_pubkey,
-                self.workdir.munge_key,
-                self.workdir.known_hosts,
+                c.target_file,
+                c.workdir.ssh_key,
+                c.workdir.ssh_pubkey,
+                c.workdir.munge_key,
+                c.workdir.known_hosts,
             ):
                 path.unlink(missing_ok=True)
-        self.progress(f"local: destroyed cluster {self.prefix} (image cache and Nix store kept in {self.cache})")
+        c.progress(f"local: destroyed cluster {c.prefix} (image cache and Nix store kept in {c.cache})")

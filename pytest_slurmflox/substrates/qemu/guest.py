@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ...render.cloudinit import ADMIN_USER
 from ...run import HostKeyRefused, Result, SSHRunner, quoted
-from ...state import Workdir
 from ...waits import WaitTimedOut, poll_missing
+from ...workdir import Workdir
 from .. import SubstrateUnavailable
 from . import fabric
 

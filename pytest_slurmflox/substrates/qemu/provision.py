@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from ...labels import LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
 from ...revision import runtime_revision
-from ...state import WorkerRevisionFile, write_secret
 from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
 from ...target import target_document as serialize_target
+from ...workdir import WorkerRevisionFile, write_secret
 from .. import SubstrateUnavailable
 from . import fabric
 from .addons import (

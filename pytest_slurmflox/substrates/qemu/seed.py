@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...render.cloudinit import SeedSpec, render_seed
 from ...settings import SettingsError
-from ...state import Workdir, atomic_write, write_secret
+from ...workdir import Workdir, atomic_write, write_secret
 from .. import SubstrateUnavailable
 from . import fabric
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from ...pool import WorkerPool
 from ...run import Result
 from ...settings import Settings, SubstrateOptions
-from ...state import Workdir, atomic_write
 from ...target import TargetSpec
+from ...workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import fabric, seed
 from .guest import Guest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 
 from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.state import Workdir, WorkerRevisionFile, write_secret
+from pytest_slurmflox.workdir import Workdir, WorkerRevisionFile, write_secret
 
 
 def _up(store: WorkerRevisionFile, env: dict[str, str]):

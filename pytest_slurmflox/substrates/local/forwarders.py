@@ -1,8 +1,9 @@
-"""LoginForwarder: starts, proves, checks and stops the loopback forwarder to the login node's sshd.
+"""The supervisors of the loopback forwarders: start, prove, check and stop them.
 
-The forwarder program itself is ``forward.py`` (standalone, copied into ``<workdir>/local/scripts``); this module
-is its supervisor: one process per cluster, recorded in ``<workdir>/local/forward.pid.json`` with the login
-namespace as its proof, on 127.0.0.1:LOGIN_SSH_PORT.
+The forwarder program itself is ``forward_program.py`` (standalone, copied into ``<workdir>/local/scripts`` and run
+there); this module supervises it. :class:`LoginForwarder`: one process per cluster to the login node's sshd on
+127.0.0.1:LOGIN_SSH_PORT, recorded in ``<workdir>/local/forward.pid.json`` with the login namespace as its proof;
+:class:`RestForwarder`: the same for slurmrestd; :class:`Forwarders`: both, over one cluster.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import contextlib
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable, proc
+from .cluster import LocalCluster
 from .network import Fabric, address_for, ns_inode
 
 LOGIN = "login"
@@ -38,7 +41,7 @@ class LoginForwarder:
         return self.local / f"{self.stem}.log"
 
     def _markers(self) -> tuple[str, ...]:
-        return (str(self.local / "scripts" / "forward.py"), str(Fabric.ns_path(self.fabric.node_ns(self.node))))
+        return (str(self.local / "scripts" / "forward_program.py"), str(Fabric.ns_path(self.fabric.node_ns(self.node))))
 
     def _ours_on_port(self) -> bool:
         rec = proc.PidRecord.read(self.pid_file)
@@ -54,7 +57,7 @@ class LoginForwarder:
         self.stop()
         argv = [
             sys.executable,
-            str(self.local / "scripts" / "forward.py"),
+            str(self.local / "scripts" / "forward_program.py"),
             "127.0.0.1",
             str(self.port),
             str(Fabric.ns_path(self.fabric.node_ns(self.node))),
@@ -145,3 +148,33 @@ def free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Forwarders:
+    """The cluster's two loopback forwarders: to the login node's sshd on LOGIN_SSH_PORT, and to slurmrestd on the
+    port recorded in the cluster's state. The substrate and its pool share one: the pool restarts the controller,
+    whose namespace slurmrestd's forwarder lives in, and brings it back (no probe of what the pool was given)."""
+
+    cluster: LocalCluster
+
+    def login(self) -> LoginForwarder:
+        c = self.cluster
+        return LoginForwarder(c.local, c.fabric, c.settings.login_ssh_port)
+
+    def rest(self, port: int | None = None) -> RestForwarder:
+        """slurmrestd's forwarder, on ``port`` or the one recorded in the state (0 when none is recorded yet)."""
+        c = self.cluster
+        return RestForwarder(c.local, c.fabric, port or int(c.read_state().get("rest_port") or 0))
+
+    def ensure_rest(self) -> int:
+        """Keep the recorded REST port when it is ours or free; otherwise take a free one (recorded by the caller)."""
+        port = int(self.cluster.read_state().get("rest_port") or 0)
+        if port:
+            try:
+                self.rest(port).check_port()
+            except SubstrateUnavailable:
+                port = 0
+        fwd = self.rest(port or free_loopback_port())
+        fwd.ensure()
+        return fwd.port

@@ -1,4 +1,4 @@
-"""Deployment state: the work dir layout, persisted worker runtime settings, secrets and their removal.
+"""The work dir: its layout, persisted worker runtime settings, secrets and their removal.
 
 The work dir (``operator/`` by default, as in the reference) holds everything a deployment knows about
 itself. Files that carry credentials are created 0600 from the start (never chmod-ed after the fact), and every

@@ -5,7 +5,7 @@ host's network namespace, then moves itself into the login node's namespace (set
 accepts on the host side is relayed to <addr>:<port> inside: the host reaches the login endpoint through
 loopback only, and no host interface is touched.
 
-Usage: python forward.py LISTEN_HOST LISTEN_PORT NETNS_PATH TARGET_HOST TARGET_PORT
+Usage: python forward_program.py LISTEN_HOST LISTEN_PORT NETNS_PATH TARGET_HOST TARGET_PORT
 """
 
 from __future__ import annotations

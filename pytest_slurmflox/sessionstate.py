@@ -1,0 +1,60 @@
+"""The session state every hook reads: what the plugin holds for one pytest session, in ``config.stash``.
+
+Nothing is kept in module globals, so several pytest sessions in one process (pytester) never see each other's
+state. The option table that fills it is options.py's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .evidence import EvidenceLog
+from .outcome import Deselected, ExitRules
+from .settings import Resolved
+from .target import TargetSpec
+from .workdir import Workdir
+
+
+@dataclass
+class SessionState:
+    """Everything the plugin holds for one pytest session (kept in ``config.stash``)."""
+
+    run_id: str
+    workdir: Workdir
+    substrate: str | None = None
+    resolved: Resolved | None = None
+    target_path: Path | None = None
+    target_source: str = ""  #: how the target was found: --slurmflox-target, --slurmflox-up, recorded
+    #: the target file read once in this process (:meth:`~pytest_slurmflox.session.SlurmfloxSession.read_target`),
+    #: or the objects ``up`` wrote it from; handed to the fixtures, the report writer and the sweep
+    spec: TargetSpec | None = None
+    spec_error: str = ""  #: why the target file could not be read (the fixtures turn it into a usage error)
+    target: Any = None  #: target.Target once connected
+    evidence: EvidenceLog = field(default_factory=EvidenceLog)
+    started: float = field(default_factory=time.monotonic)
+    deselected: Deselected = field(default_factory=Deselected)  #: what the selection left out, and why
+    exit: ExitRules = field(default_factory=ExitRules)  #: applied once, by the session, at the very end
+
+
+STATE = pytest.StashKey[SessionState]()
+
+
+def session_state(config: pytest.Config) -> SessionState:
+    return config.stash[STATE]
+
+
+def progress_printer(config: pytest.Config) -> Any:
+    """One timestamped line per step of long work, on pytest's terminal."""
+    state = session_state(config)
+    writer = config.get_terminal_writer()
+
+    def say(message: str) -> None:
+        writer.line(f"[slurmflox {time.monotonic() - state.started:7.1f}s] {message}")
+        writer.flush()
+
+    return say
