@@ -3,7 +3,7 @@
 The reference's defaults (settings.py) describe clusters this project provisions. A customer's target file
 (``substrate: existing``) is the only source of what its cluster is expected to be: a check that needs an
 expectation the file does not declare is NOT RUN naming the key, never compared with a default and never PASS
-(suites/_support.py ``declared``). A target a substrate wrote declares everything (it wrote every setting).
+(suites/_capability.py ``declared``). A target a substrate wrote declares everything (it wrote every setting).
 
 Keys are the target file's own paths (``expect.settings.WORKER_CPUS``, ``slurm.partition``, ``identity.uid``).
 :data:`GROUP_KEYS` is the one table: the start-of-run message lists what a target leaves out per group from it,

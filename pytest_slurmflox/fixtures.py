@@ -4,6 +4,12 @@ The test session uses the target spec the session read once (``SessionState.spec
 the one ``--slurmflox-up`` wrote, or the one recorded in WORKDIR) and nothing else: it never resolves settings
 again. A substrate-backed target carries the
 settings it was deployed with, which is what operating its worker pool needs.
+
+A capability a fixture needs is gated by the one gate (gates.py: SKIP when the target does not have it, FAIL when
+it declares it but it does not answer). The worker cohort (``workers``) is not here: deciding it is an acceptance
+check of its own (cross-checked with the owner, then a pre-flight step on every worker, FAIL naming a worker that
+does not serve), so its one fixture lives with the suites (``suites/conftest.py``), which every acceptance run and
+the installed wheel (``pytest --pyargs pytest_slurmflox.suites``) load as the suites' package conftest.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 import pytest
 
 from .connection import Target, connect
+from .gates import require
 from .options import get_option, substrate_options
 from .sessionstate import progress_printer, session_state
 from .sweep import sweep_run
@@ -113,15 +120,9 @@ def _slurmflox_evidence(request: pytest.FixtureRequest) -> Iterator[None]:
         request.node.user_properties.append(("slurmflox_evidence", json.dumps([r.as_dict() for r in records])))
 
 
-def _require(target: Target, capability: str) -> None:
-    why = target.why_missing(capability)
-    if why:
-        pytest.skip(f"missing capability {capability}: {why}")
-
-
 @pytest.fixture(scope="session")
 def slurm(target: Target) -> Any:
-    _require(target, "slurm")
+    require(target, "slurm")
     return target.slurm
 
 
@@ -133,23 +134,14 @@ def login(target: Target) -> Any:
 
 @pytest.fixture(scope="session")
 def admin(target: Target) -> Any:
-    _require(target, "admin")
+    require(target, "admin")
     return target.admin
 
 
 @pytest.fixture(scope="session")
 def kube(target: Target) -> Any:
-    _require(target, "kubernetes")
+    require(target, "kubernetes")
     return target.kube
-
-
-@pytest.fixture(scope="session")
-def workers(target: Target) -> list[str]:
-    """Slurm node names of the worker cohort: from the pool where one lists them, else the partition's nodes."""
-    _require(target, "slurm")
-    if target.pool is not None:
-        return sorted(w.name for w in target.pool.workers() if w.ready)
-    return target.slurm.partition_nodes()
 
 
 @pytest.fixture
@@ -157,7 +149,7 @@ def submit(request: pytest.FixtureRequest, target: Target) -> Iterator[Any]:
     """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
     from .submit import Jobs
 
-    _require(target, "slurm")
+    require(target, "slurm")
     jobs = Jobs(
         login=target.login,
         slurm=target.slurm,

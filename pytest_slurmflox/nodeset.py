@@ -26,7 +26,7 @@ SLURMD_CONTAINER = "slurmd"
 #: v1.2.1 ``api/v1beta1/well_known.go`` ``LabelNodeSetPodHostname``, set in
 #: ``internal/controller/nodeset/utils/utils.go`` from ``GetSlurmNodeName``). No ``slinky.slurm.net/node-name`` exists.
 LABEL_POD_HOSTNAME = "nodeset.slinky.slurm.net/pod-hostname"
-#: Where the worker's profile initializer records the revision it realized (see suites/_support.PROFILE_DIR).
+#: Where the worker's profile initializer records the revision it realized (see suites/_profile.PROFILE_DIR).
 PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"
 
 

@@ -23,7 +23,7 @@ PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
 SIGNED_OFF, NOT_SIGNED_OFF = "SIGNED OFF", "NOT SIGNED OFF"
 NO_GROUP = "-"
 #: A skip whose reason starts with this is NOT RUN: the check needs an expectation the target does not declare
-#: (never compared with a default, never PASS; suites/_support.py ``declared``).
+#: (never compared with a default, never PASS; suites/_capability.py ``declared``).
 NOT_RUN_PREFIX = "not run: "
 #: Evidence that cannot be parsed keeps this many characters of its text.
 EXCERPT = 1500

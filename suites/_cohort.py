@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pytest_slurmflox.run import Result
 
-from ._support import Marked, _q, on_each, per_node
+from ._marks import Marked, _q, on_each, per_node
 
 #: Base states of a worker that serves (sinfo ``%T``, lower case).
 SERVING = frozenset({"idle", "mixed", "allocated", "completing", "planned"})

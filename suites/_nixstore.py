@@ -20,9 +20,13 @@ import base64
 import pytest
 
 from pytest_slurmflox.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 
-from ._support import PROFILE_DIR, _q, on_each, per_node, require, requirement, runtimes
+from ._capability import requirement
+from ._marks import _q, on_each, per_node
+from ._profile import PROFILE_DIR
+from ._records import runtimes
 
 
 def _tagged(lines: list[str]) -> dict[str, str]:

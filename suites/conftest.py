@@ -1,11 +1,18 @@
-"""Fixtures every suite shares. The cohort is decided here once per session, and decided strictly."""
+"""Fixtures every suite shares. The cohort is decided here once per session, and decided strictly.
+
+``workers`` is the project's one cohort fixture (the plugin's fixtures.py has none): deciding the cohort is an
+acceptance check of its own, so it lives with the suites, and pytest loads this file as the package conftest both
+in the checkout and from the wheel (``pytest --pyargs pytest_slurmflox.suites``).
+"""
 
 from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.gates import require
+
+from ._capability import declared, requirement
 from ._cohort import cohort, preflight_step
-from ._support import requirement
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +27,6 @@ def workers(target, slurmflox_state) -> list[str]:
     """
     from pytest_slurmflox.declared import COMMON_KEYS, KUBERNETES_KEYS
     from pytest_slurmflox.submit import Jobs
-
-    from ._support import declared, require
 
     require(target, "slurm")
     # which nodes are the workers is itself declared: a customer's partition (and NodeSet) is never a default's
@@ -74,6 +79,4 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
 def _declared_login_answers(target) -> None:
     """The login endpoint (and Slurm behind it) is declared by every target file: when it does not answer, every
     check FAILS with the error instead of SKIPping as if the target had no Slurm."""
-    from ._support import require
-
     require(target, "slurm")

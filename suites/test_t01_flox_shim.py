@@ -21,11 +21,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import worker_template_problems
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.nodedebug import containerd_config
 
-from ._support import declared, require, requirement
+from ._capability import declared, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, pytest.mark.needs_flox]
 

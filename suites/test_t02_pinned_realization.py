@@ -19,11 +19,14 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.declared import ENV
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
+from ._capability import declared, declared_nodeset, requirement
 from ._cohort import cohort
+from ._marks import _q, on_each, per_node
 from ._nixstore import flox_lock_check, local_store_problems
-from ._support import _q, declared, declared_nodeset, on_each, per_node, require, requirement, runtimes
+from ._records import runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T2]
 

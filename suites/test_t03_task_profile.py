@@ -22,7 +22,9 @@ from pytest_slurmflox.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_exports, expected_revision
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
-from ._support import declared, read_profiles, requirement, runtimes
+from ._capability import declared, requirement
+from ._profile import read_profiles
+from ._records import runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 

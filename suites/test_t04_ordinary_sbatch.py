@@ -16,9 +16,10 @@ import threading
 
 import pytest
 
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubeobjects import tied_to_job
 
-from ._support import require, requirement
+from ._capability import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T4]
 

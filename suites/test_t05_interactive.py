@@ -13,7 +13,8 @@ import pytest
 
 from pytest_slurmflox.waits import job_timeout
 
-from ._support import Mark, _q, requirement
+from ._capability import requirement
+from ._marks import Mark, _q
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T5]
 

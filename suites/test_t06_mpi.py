@@ -15,8 +15,8 @@ import pytest
 from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.waits import job_timeout
 
+from ._capability import requirement
 from ._cohort import across
-from ._support import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
 

@@ -20,7 +20,8 @@ from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
 
-from ._support import Mark, requirement
+from ._capability import requirement
+from ._marks import Mark
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
 

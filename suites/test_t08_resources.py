@@ -21,8 +21,8 @@ from pytest_slurmflox.declared import CPUS, MEM
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
+from ._capability import declared, require_enforced, requirement
 from ._cohort import across, ring_case
-from ._support import declared, require_enforced, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
 

@@ -14,8 +14,8 @@ import pytest
 from pytest_slurmflox.declared import HOME
 from pytest_slurmflox.run import quoted
 
+from ._capability import declared, requirement
 from ._cohort import across, ring, ring_case
-from ._support import declared, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T9]
 

@@ -21,12 +21,15 @@ import pytest
 
 from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
 from pytest_slurmflox.declared import PLACEMENT
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
+from ._capability import declared, declared_nodeset, requirement
 from ._cohort import across
-from ._support import ENVIRON_PROBE, _q, declared, declared_nodeset, environs, on_each, per_node, require, requirement
+from ._marks import _q, on_each, per_node
+from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 

@@ -25,11 +25,14 @@ import time
 
 import pytest
 
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
 from pytest_slurmflox.run import quoted
 from pytest_slurmflox.waits import job_timeout
 
-from ._support import Mark, _q, read_profiles, require, requirement
+from ._capability import requirement
+from ._marks import Mark, _q
+from ._profile import read_profiles
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.destructive]
 

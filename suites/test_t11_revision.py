@@ -15,8 +15,10 @@ import pytest
 
 from pytest_slurmflox.declared import REPLICAS, REVISION, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_revision
+from pytest_slurmflox.gates import require
 
-from ._support import declared, read_profiles, require, requirement
+from ._capability import declared, requirement
+from ._profile import read_profiles
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
 

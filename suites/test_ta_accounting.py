@@ -26,10 +26,12 @@ import time
 
 import pytest
 
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import quoted
 
+from ._capability import requirement
+from ._marks import Mark, marked
 from ._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
-from ._support import Mark, marked, require, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TA]
 

@@ -17,9 +17,10 @@ import time
 
 import pytest
 
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.waits import job_timeout
 
-from ._support import require, requirement
+from ._capability import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.destructive, pytest.mark.TAR]
 

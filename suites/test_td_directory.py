@@ -23,10 +23,12 @@ import time
 import pytest
 
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import SSHRunner
 
+from ._capability import requirement
 from ._cohort import local_accounts
-from ._support import on_each, per_node, require, requirement
+from ._marks import on_each, per_node
 
 pytestmark = [pytest.mark.acceptance]
 

@@ -18,7 +18,10 @@ import time
 
 import pytest
 
-from ._support import Mark, _q, require, requirement
+from pytest_slurmflox.gates import require
+
+from ._capability import requirement
+from ._marks import Mark, _q
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 

@@ -17,8 +17,9 @@ import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
 
+from ._capability import declared, requirement
 from ._cohort import across, local_accounts
-from ._support import _q, declared, on_each, per_node, requirement
+from ._marks import _q, on_each, per_node
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 

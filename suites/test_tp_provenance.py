@@ -36,19 +36,9 @@ from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
-from ._support import (
-    ENVIRON_PROBE,
-    SUBMIT_PROBE,
-    _q,
-    declared,
-    environs,
-    on_each,
-    per_node,
-    require_flox_runtime,
-    requirement,
-    runtimes,
-    slurm_version_tuple,
-)
+from ._capability import declared, requirement
+from ._marks import _q, on_each, per_node
+from ._records import ENVIRON_PROBE, SUBMIT_PROBE, environs, require_flox_runtime, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TP]
 
@@ -235,3 +225,12 @@ def test_command_in_environment_and_image_resolves_per_policy(submit, workers, r
                 requirement(resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)", res)
             else:
                 requirement(resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)", res)
+
+
+def slurm_version_tuple(version: str) -> tuple[int, ...]:
+    """``24.11.5`` -> (24, 11, 5): Slurm's version compared as numbers (a suffix such as ``-rc1`` is dropped)."""
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)

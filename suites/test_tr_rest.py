@@ -25,11 +25,13 @@ import time
 import pytest
 
 from pytest_slurmflox.expectations import task_env_problems
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.waits import job_timeout
 
-from ._support import ENVIRON_PROBE, environs, require, requirement, runtimes
+from ._capability import requirement
+from ._records import ENVIRON_PROBE, environs, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TR]
 

@@ -26,7 +26,7 @@ import pytest
 from pytest_slurmflox.slurm import SlurmError
 from pytest_slurmflox.workloads import Workload, exit_status, job_nodes, load_corpus
 
-from ._support import requirement
+from ._capability import requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TW]
 

@@ -32,7 +32,7 @@ POOL_METHODS = set(WorkerPool.__abstractmethods__) | {"restart", "step_timeout"}
 #: suites files whose hasattr/getattr probe no pool, each with why (the package's many getattr calls on pytest,
 #: xdist and report objects are left to the probe rule). Keep it short.
 ALLOWED = {
-    "suites/_support.py": "dataclasses.fields(Result) copied by name onto Marked",
+    "suites/_marks.py": "dataclasses.fields(Result) copied by name onto Marked",
     "suites/test_td_directory.py": "the login runner's evidence observer (a Runner attribute, not a pool ability)",
 }
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from pytest_slurmflox.suites._cohort import Across, ring, ring_case, serving
-from pytest_slurmflox.suites._support import Mark, marked
+from pytest_slurmflox.suites._marks import Mark, marked
 
 from pytest_slurmflox.run import Result
 

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pytest_slurmflox.abilities import ABILITIES
 from pytest_slurmflox.connection import connect, login_runner
+from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.target import TargetSpec, parse_target
 
@@ -100,3 +101,34 @@ def test_why_missing_is_none_for_a_present_capability_and_names_an_unknown_one(k
     present = type(target)(target.spec, target.login, None, target.slurm, capabilities=frozenset({"slurm"}))
     assert present.why_missing("slurm") is None
     assert target.why_missing("warp-drive") == "target 'silent' lacks capability 'warp-drive'"
+
+
+def _gated(target, capability: str) -> BaseException:
+    """What gates.require raised: a SKIP or a FAIL both end the check, so both are caught and told apart after."""
+    with pytest.raises((pytest.fail.Exception, pytest.skip.Exception)) as raised:
+        require(target, capability)
+    return raised.value
+
+
+def test_the_gate_fails_a_declared_capability_that_does_not_answer(key: Path):
+    """gates.require: the target file declares an admin login and Slurm, neither answers: FAIL with the reason."""
+    target = connect(_spec(key, admin={"port": _closed_port()}))
+    try:
+        for capability in ("admin", "slurm"):
+            outcome = _gated(target, capability)
+            assert isinstance(outcome, pytest.fail.Exception), (capability, outcome)
+            assert f"declared capability {capability} answers" in str(outcome), outcome
+    finally:
+        target.close()
+
+
+def test_the_gate_skips_a_capability_the_target_does_not_have_at_all(key: Path):
+    """gates.require: no admin login, no accounting, no Kubernetes declared: SKIP naming each."""
+    target = connect(_spec(key))
+    try:
+        for capability in ("admin", "accounting", "kubernetes"):
+            outcome = _gated(target, capability)
+            assert isinstance(outcome, pytest.skip.Exception), (capability, outcome)
+            assert f"missing capability {capability}: " in str(outcome), outcome
+    finally:
+        target.close()

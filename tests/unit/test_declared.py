@@ -161,7 +161,7 @@ def test_the_declared_helper_is_not_run_naming_the_key_and_silent_when_declared(
 
     sys.path.insert(0, str(ROOT))
     try:
-        from suites._support import declared
+        from suites._capability import declared
     finally:
         sys.path.remove(str(ROOT))
     customer = SimpleNamespace(spec=parse_target(_without("expect.settings.WORKER_CPUS")))

@@ -9,7 +9,7 @@ import pwd
 import subprocess
 
 import pytest
-from pytest_slurmflox.suites._support import environs
+from pytest_slurmflox.suites._records import environs
 
 from pytest_slurmflox.expectations import Runtime, expected_task_path, task_env_problems
 from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin

@@ -1,4 +1,4 @@
-"""The per-check nonce mark (suites/_support.py): site noise around our command never reaches what a check reads.
+"""The per-check nonce mark (suites/_marks.py): site noise around our command never reaches what a check reads.
 
 Runs the real shell text through bash (no Slurm needed: the mark is plain shell), with noise printed before and
 after, the way a site TaskProlog ``print`` line and an echoing profile would."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from pytest_slurmflox.suites._support import Mark, marked, per_node
+from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
 from pytest_slurmflox.run import Result
 

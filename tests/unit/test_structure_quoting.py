@@ -28,7 +28,7 @@ COMMAND_METHODS = {"run", "root"}
 #: New code uses run.py's ``quoted``/``command_line``.
 TEMPLATES = {"quoted", "command_line"}
 #: Quoting one value: what comes out is one shell word whatever went in. ``shlex.quote`` is what the templates call;
-#: suites/_support.py's ``_q`` is ``shlex.quote`` under a short name.
+#: suites/_marks.py's ``_q`` is ``shlex.quote`` under a short name.
 QUOTERS = {"quote", "_q"}
 #: Attributes that are shell text by construction, not values.
 SHELL_TEXT_ATTRIBUTES = {

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
-from pytest_slurmflox.suites._support import PROFILE_FILES
+from pytest_slurmflox.suites._profile import PROFILE_FILES
 
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 

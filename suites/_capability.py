@@ -1,0 +1,62 @@
+"""How a check stops when what it needs is not there or not met, and always naming what decided it.
+
+Why these live together: a check ends early in exactly three ways and each must say why in its report. A capability
+the target lacks is the plugin's one gate (:func:`pytest_slurmflox.gates.require`: SKIP when not had at all, FAIL
+when declared but not answering); an expectation a customer's target file does not declare is NOT RUN naming the
+key (:func:`declared`); a limitation the target file declares is a SKIP naming it (:func:`require_enforced`).
+Everything else is a :func:`requirement` that FAILs with the evidence that decided it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slurmflox.gates import require
+from pytest_slurmflox.run import Result
+
+
+def declared_nodeset(target) -> dict:
+    """The NodeSet the target file names; FAIL (not SKIP) when it is declared but the API does not have it."""
+    require(target, "kubernetes")
+    name = target.spec.kubernetes.nodeset
+    nodeset = target.kube.nodeset(name)
+    requirement(
+        nodeset is not None,
+        f"declared NodeSet {name} exists in namespace {target.spec.kubernetes.namespace}",
+        f"the Kubernetes API has no NodeSet {name}",
+    )
+    return nodeset
+
+
+def require_enforced(target, limit: str) -> None:
+    """SKIP, naming the limitation, if the target file declares that it cannot enforce ``limit``.
+
+    A target file may carry ``limitations: {<limit>: <why>}`` (the local substrate writes one for each cgroup
+    controller this host does not let it use): the check then reports that limitation instead of passing.
+    """
+    declared = target.spec.limitations.get(limit)
+    if declared:
+        pytest.skip(f"missing capability {limit}: {declared}")
+
+
+def declared(target, *keys: str) -> None:
+    """NOT RUN, naming the keys, when a customer target (substrate existing) does not declare an expectation the
+    check needs: the reference's defaults describe clusters we provision, never a customer's (issue 17). ``keys``
+    are target-file paths of pytest_slurmflox.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
+    group's row of ``declared.GROUP_KEYS`` lists them (tests/unit/test_declared.py keeps the two equal)."""
+    from pytest_slurmflox.declared import missing
+    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+
+    absent = missing(target.spec.declared, keys)
+    if absent:
+        pytest.skip(
+            f"{NOT_RUN_PREFIX}the target file does not declare {', '.join(absent)} (target {target.spec.name!r})"
+        )
+
+
+def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
+    """Assert a requirement; the failure names it and shows the evidence that decided it."""
+    if ok:
+        return
+    shown = "\n".join(e.describe() if isinstance(e, Result) else str(e) for e in evidence)
+    pytest.fail(f"requirement not met: {requirement}\n{shown}", pytrace=False)
