@@ -1,0 +1,212 @@
+"""Side by side with ReFrame (issue 29): six equivalent checks, the same live cluster, each whole command timed.
+
+Ours: ``pytest --pyargs pytest_slurmflox.suites -m acceptance -k <the six checks> -n 2 --slurmflox-target=<file>``.
+ReFrame's: ``reframe -c bench/reframe/checks.py -r --exec-policy=async`` with its ``slurm`` scheduler
+(bench/reframe/settings.py), installed from PyPI into the benchmark's own venv (``bench/.venv-reframe``, from the
+``bench`` extra of pyproject.toml, the single source of dependencies; never the project's runtime dependencies).
+
+How ReFrame reaches the cluster: it runs on this host, and its PATH starts with wrappers for ``sbatch``, ``sacct``,
+``squeue``, ``scancel`` and ``scontrol`` that run the real command on the login node as the target's user, over
+one multiplexed OpenSSH connection (``ControlMaster``: ours keeps one paramiko connection too), in the working
+directory that is the same directory there: ReFrame's prefix lives in the cluster's shared home, whose host path
+(``<workdir>/local/home``) the wrapper maps to the nodes' ``/home``. ReFrame's ``SLURM_TIME_FORMAT`` goes along.
+ReFrame runs as root here (OpenSSH's client refuses a uid without a passwd entry on this host, and the test user
+exists only in the cluster's directory) with umask 0, from a copy of ``bench/reframe`` whose ``src`` is mode 0777
+(ReFrame copies its mode onto a stage directory), so the user's jobs can write where ReFrame stages them.
+
+Why a script and not a timed test: wall time on a shared 2-core machine is a measurement, not a pass/fail fact.
+The two sides alternate run by run (neither always runs on a warmer cluster); every run of either side must pass
+all its checks, else the run is reported and the benchmark exits non-zero.
+
+    .venv/bin/python bench/reframe_bench.py --runs 5 --target /path/to/workdir/target.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+VENV = HERE / ".venv-reframe"
+#: The pytest checks the ReFrame file mirrors (bench/reframe/checks.py names each in its docstring).
+OURS = (
+    "test_srun_spans_two_workers",
+    "test_job_array_runs_every_task",
+    "test_afterok_runs_after_success_and_never_after_failure",
+    "test_mpi_ranks_on_every_worker",
+    "test_write_on_one_worker_read_on_another_and_at_login",
+    "test_scancel_ends_a_running_job",
+)
+#: The Slurm commands ReFrame's slurm scheduler runs (submission, polling, cancellation, node queries).
+FORWARDED = ("sbatch", "sacct", "squeue", "scancel", "scontrol")
+
+WRAPPER = """#!/bin/bash
+# bench/reframe_bench.py: run {command} on the cluster's login node, in the same (shared-home) directory.
+hh={host_home}
+nh={node_home}
+here=$(pwd -P)
+go=cd
+case "$here" in "$hh" | "$hh"/*) go="cd $(printf '%q' "$nh${{here#"$hh"}}")" ;; esac
+args=""
+for a in "$@"; do args="$args $(printf '%q' "${{a//"$hh"/"$nh"}}")"; done
+exec ssh {ssh} "$go && SLURM_TIME_FORMAT=$(printf '%q' "${{SLURM_TIME_FORMAT:-standard}}") {command}$args"
+"""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What both sides need of the target file."""
+
+    target: Path
+    host_home: Path  #: the shared home as this host sees it
+    node_home: str  #: the same directory as the nodes see it
+    partition: str
+    workers: int
+    ssh: tuple[str, ...]  #: ``ssh`` options and destination for the login node
+    checks: Path  #: the copy of bench/reframe ReFrame runs from
+
+
+def cluster(target: Path, scratch: Path) -> Cluster:
+    """The cluster of ``target``; ``scratch`` gets the SSH control socket and the copy of bench/reframe."""
+    doc = yaml.safe_load(target.read_text())
+    login = doc["login"]
+    ssh = (
+        "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={login['known_hosts']}", "-o", "StrictHostKeyChecking=yes",
+        "-o", "ControlMaster=auto", "-o", f"ControlPath={scratch / 'ssh-control'}", "-o", "ControlPersist=600",
+        "-i", login["key"], "-p", str(login["port"]), f"{login['user']}@{login['host']}",
+    )  # fmt: skip
+    checks = scratch / "reframe"
+    shutil.copytree(HERE / "reframe", checks, ignore=shutil.ignore_patterns("__pycache__"))
+    (checks / "src").chmod(0o777)
+    return Cluster(
+        target=target,
+        host_home=Path(doc["workdir"]) / "local" / "home",
+        node_home=doc["expect"]["settings"]["WORKER_HOME_PATH"],
+        partition=doc["slurm"]["partition"],
+        workers=int(doc["expect"]["replicas"]),
+        ssh=ssh,
+        checks=checks,
+    )
+
+
+def reframe_venv() -> Path:
+    """The benchmark's own venv with the ``bench`` extra's packages (ReFrame), made once."""
+    reframe = VENV / "bin" / "reframe"
+    if not reframe.exists():
+        wanted = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bench"]
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", *wanted], check=True)
+    return reframe
+
+
+def wrappers(where: Path, c: Cluster) -> Path:
+    """``<where>/bin`` with one forwarding wrapper per Slurm command ReFrame runs."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    ssh = " ".join(shlex.quote(part) for part in c.ssh)
+    for command in FORWARDED:
+        path = bin_dir / command
+        home, node = shlex.quote(str(c.host_home)), shlex.quote(c.node_home)
+        path.write_text(WRAPPER.format(command=command, host_home=home, node_home=node, ssh=ssh))
+        path.chmod(0o755)
+    return bin_dir
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    ok: bool
+    load: float  #: 1-minute load average when the run ended
+    tail: str  #: the end of its output, shown when it failed
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> Run:
+    began = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    wall = time.monotonic() - began
+    return Run(wall, done.returncode == 0, os.getloadavg()[0], (done.stdout + done.stderr)[-2500:])
+
+
+def ours(c: Cluster, workers: int) -> Run:
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--pyargs"]
+    argv += ["pytest_slurmflox.suites", "-m", "acceptance", "-k", " or ".join(OURS), "-n", str(workers)]
+    return timed([*argv, f"--slurmflox-target={c.target}"], dict(os.environ))
+
+
+def theirs(c: Cluster, reframe: Path, bin_dir: Path, prefix: Path) -> Run:
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SFX_RFM_PARTITION": c.partition,
+        "SFX_RFM_WORKERS": str(c.workers),
+        "HOME": str(prefix),  # ReFrame's own files (report, results database) stay with the run
+    }
+    argv = [str(reframe), "-C", str(c.checks / "settings.py"), "-c", str(c.checks / "checks.py")]
+    argv += ["--system=slurmflox:all", "--exec-policy=async", f"--prefix={prefix}", "--nocolor", "-r"]
+    return timed(["sh", "-c", 'umask 0 && exec "$@"', "reframe", *argv], env)
+
+
+def row(label: str, runs: list[Run]) -> str:
+    walls = [r.wall for r in runs]
+    return (
+        f"| {label} | {len(runs)} | {statistics.median(walls):.1f} | {min(walls):.1f} | {max(walls):.1f} | "
+        f"{sum(r.ok for r in runs)}/{len(runs)} | {min(r.load for r in runs):.1f}-{max(r.load for r in runs):.1f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2, help="xdist workers of our side (-n)")
+    parser.add_argument("--target", type=Path, required=True, help="the live cluster's target file")
+    args = parser.parse_args(argv)
+    reframe = reframe_venv()
+    scratch = Path(tempfile.mkdtemp(prefix="sfx-rfm-bench-"))
+    c = cluster(args.target.resolve(), scratch)
+    bin_dir = wrappers(scratch, c)
+    tag = secrets.token_hex(3)
+    prefixes = c.host_home / f"sfx-reframe-bench-{tag}"
+    mine: list[Run] = []
+    other: list[Run] = []
+    try:
+        for i in range(args.runs):
+            first, second = (0, 1) if i % 2 == 0 else (1, 0)
+            for side in (first, second):
+                if side == 0:
+                    mine.append(ours(c, args.workers))
+                else:
+                    other.append(theirs(c, reframe, bin_dir, prefixes / str(i)))
+                print(f"run {i} {'ours' if side == 0 else 'reframe'}: {(mine if side == 0 else other)[-1].wall:.1f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        subprocess.run(["ssh", *c.ssh, "-O", "exit"], capture_output=True, check=False)
+        shutil.rmtree(prefixes, ignore_errors=True)
+    print("| side | runs | median s | min s | max s | runs passing every check | load (1 min) |")
+    print("|---|---|---|---|---|---|---|")
+    print(row(f"pytest-slurmflox (-n {args.workers})", mine))
+    print(row("ReFrame 4 (async policy)", other))
+    ratio = statistics.median(r.wall for r in other) / statistics.median(r.wall for r in mine)
+    print(f"ReFrame median / ours median: {ratio:.2f}x; {c.workers} workers; scratch {scratch}")
+    for label, runs in (("ours", mine), ("reframe", other)):
+        for r in runs:
+            if not r.ok:
+                print(f"--- a failing {label} run:\n{r.tail}")
+    return 0 if all(r.ok for r in mine + other) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
