@@ -15,8 +15,11 @@ exists only in the cluster's directory) with umask 0, from a copy of ``bench/ref
 (ReFrame copies its mode onto a stage directory), so the user's jobs can write where ReFrame stages them.
 
 Why a script and not a timed test: wall time on a shared 2-core machine is a measurement, not a pass/fail fact.
-The two sides alternate run by run (neither always runs on a warmer cluster); every run of either side must pass
-all its checks, else the run is reported and the benchmark exits non-zero.
+The two sides alternate run by run (neither always runs on a warmer cluster), after one uncounted warm-up run
+each; both run with Python's default bytecode caching (``PYTHONDONTWRITEBYTECODE`` removed from their environment:
+a shell that sets it makes every run of ours recompile the plugin and its suites, while pip compiled ReFrame's
+files when it installed them). Every counted run of either side must pass all its checks, else the run is reported
+and the benchmark exits non-zero.
 
     .venv/bin/python bench/reframe_bench.py --runs 5 --target /path/to/workdir/target.yaml
 """
@@ -24,6 +27,7 @@ all its checks, else the run is reported and the benchmark exits non-zero.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import secrets
 import shlex
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +56,7 @@ OURS = (
     "test_write_on_one_worker_read_on_another_and_at_login",
     "test_scancel_ends_a_running_job",
 )
+REFRAME = "ReFrame 4.10.4 (async policy)"
 #: The Slurm commands ReFrame's slurm scheduler runs (submission, polling, cancellation, node queries).
 FORWARDED = ("sbatch", "sacct", "squeue", "scancel", "scontrol")
 
@@ -134,9 +140,14 @@ class Run:
     tail: str  #: the end of its output, shown when it failed
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> Run:
+def environment(**extra: str) -> dict[str, str]:
+    """This process's environment for a side, with Python's default bytecode caching."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, **extra}
+
+
+def timed(argv: list[str], env: dict[str, str]) -> Run:
     began = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     wall = time.monotonic() - began
     return Run(wall, done.returncode == 0, os.getloadavg()[0], (done.stdout + done.stderr)[-2500:])
 
@@ -144,17 +155,16 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> Run:
 def ours(c: Cluster, workers: int) -> Run:
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--pyargs"]
     argv += ["pytest_slurmflox.suites", "-m", "acceptance", "-k", " or ".join(OURS), "-n", str(workers)]
-    return timed([*argv, f"--slurmflox-target={c.target}"], dict(os.environ))
+    return timed([*argv, f"--slurmflox-target={c.target}"], environment())
 
 
 def theirs(c: Cluster, reframe: Path, bin_dir: Path, prefix: Path) -> Run:
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SFX_RFM_PARTITION": c.partition,
-        "SFX_RFM_WORKERS": str(c.workers),
-        "HOME": str(prefix),  # ReFrame's own files (report, results database) stay with the run
-    }
+    env = environment(
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SFX_RFM_PARTITION=c.partition,
+        SFX_RFM_WORKERS=str(c.workers),
+        HOME=str(prefix),  # ReFrame's own files (report, results database) stay with the run
+    )
     argv = [str(reframe), "-C", str(c.checks / "settings.py"), "-c", str(c.checks / "checks.py")]
     argv += ["--system=slurmflox:all", "--exec-policy=async", f"--prefix={prefix}", "--nocolor", "-r"]
     return timed(["sh", "-c", 'umask 0 && exec "$@"', "reframe", *argv], env)
@@ -168,44 +178,57 @@ def row(label: str, runs: list[Run]) -> str:
     )
 
 
+def sides(
+    c: Cluster, workers: list[int], reframe: Path, bin_dir: Path, prefixes: Path
+) -> dict[str, Callable[[str], Run]]:
+    """Each side's command by its label: ours per xdist worker count, then ReFrame's (a fresh prefix per run)."""
+    runs: dict[str, Callable[[str], Run]] = {
+        f"pytest-slurmflox (-n {n})": functools.partial(lambda n, _run: ours(c, n), n) for n in workers
+    }
+    runs[REFRAME] = lambda run: theirs(c, reframe, bin_dir, prefixes / run)
+    return runs
+
+
+def measure(commands: dict[str, Callable[[str], Run]], runs: int) -> dict[str, list[Run]]:
+    """One uncounted warm-up of each side, then ``runs`` rounds, the order of the sides rotating each round."""
+    for label, command in commands.items():
+        command(f"warm-up-{len(label)}")
+    results: dict[str, list[Run]] = {label: [] for label in commands}
+    labels = list(commands)
+    for i in range(runs):
+        for label in labels[i % len(labels) :] + labels[: i % len(labels)]:
+            results[label].append(commands[label](str(i)))
+            print(f"run {i} {label}: {results[label][-1].wall:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2, help="xdist workers of our side (-n)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[2], help="xdist workers of our side (-n), each")
     parser.add_argument("--target", type=Path, required=True, help="the live cluster's target file")
     args = parser.parse_args(argv)
     reframe = reframe_venv()
     scratch = Path(tempfile.mkdtemp(prefix="sfx-rfm-bench-"))
     c = cluster(args.target.resolve(), scratch)
-    bin_dir = wrappers(scratch, c)
-    tag = secrets.token_hex(3)
-    prefixes = c.host_home / f"sfx-reframe-bench-{tag}"
-    mine: list[Run] = []
-    other: list[Run] = []
+    prefixes = c.host_home / f"sfx-reframe-bench-{secrets.token_hex(3)}"
     try:
-        for i in range(args.runs):
-            first, second = (0, 1) if i % 2 == 0 else (1, 0)
-            for side in (first, second):
-                if side == 0:
-                    mine.append(ours(c, args.workers))
-                else:
-                    other.append(theirs(c, reframe, bin_dir, prefixes / str(i)))
-                print(f"run {i} {'ours' if side == 0 else 'reframe'}: {(mine if side == 0 else other)[-1].wall:.1f} s",
-                      file=sys.stderr, flush=True)  # fmt: skip
+        results = measure(sides(c, args.workers, reframe, wrappers(scratch, c), prefixes), args.runs)
     finally:
         subprocess.run(["ssh", *c.ssh, "-O", "exit"], capture_output=True, check=False)
         shutil.rmtree(prefixes, ignore_errors=True)
-    print("| side | runs | median s | min s | max s | runs passing every check | load (1 min) |")
-    print("|---|---|---|---|---|---|---|")
-    print(row(f"pytest-slurmflox (-n {args.workers})", mine))
-    print(row("ReFrame 4 (async policy)", other))
-    ratio = statistics.median(r.wall for r in other) / statistics.median(r.wall for r in mine)
-    print(f"ReFrame median / ours median: {ratio:.2f}x; {c.workers} workers; scratch {scratch}")
-    for label, runs in (("ours", mine), ("reframe", other)):
-        for r in runs:
-            if not r.ok:
-                print(f"--- a failing {label} run:\n{r.tail}")
-    return 0 if all(r.ok for r in mine + other) else 1
+    theirs_median = statistics.median(r.wall for r in results[REFRAME])
+    print(
+        "| side | runs | median s | min s | max s | runs passing every check | load (1 min) | ReFrame's median / this |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for label, runs in results.items():
+        print(f"{row(label, runs)} {theirs_median / statistics.median(r.wall for r in runs):.2f}x |")
+    print(f"{c.workers} workers; scratch {scratch}")
+    failing = [(label, r) for label, runs in results.items() for r in runs if not r.ok]
+    for label, r in failing:
+        print(f"--- a failing run of {label}:\n{r.tail}")
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":
