@@ -159,11 +159,13 @@ def ours(c: Cluster, workers: int) -> Run:
 
 
 def theirs(c: Cluster, reframe: Path, bin_dir: Path, prefix: Path) -> Run:
+    prefix.mkdir(parents=True)  # TMPDIR must exist, else Python's tempfile falls back to /tmp
     env = environment(
         PATH=f"{bin_dir}:{os.environ['PATH']}",
         SFX_RFM_PARTITION=c.partition,
         SFX_RFM_WORKERS=str(c.workers),
         HOME=str(prefix),  # ReFrame's own files (report, results database) stay with the run
+        TMPDIR=str(prefix),  # and so does its log file
     )
     argv = [str(reframe), "-C", str(c.checks / "settings.py"), "-c", str(c.checks / "checks.py")]
     argv += ["--system=slurmflox:all", "--exec-policy=async", f"--prefix={prefix}", "--nocolor", "-r"]
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         subprocess.run(["ssh", *c.ssh, "-O", "exit"], capture_output=True, check=False)
         shutil.rmtree(prefixes, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     theirs_median = statistics.median(r.wall for r in results[REFRAME])
     print(
         "| side | runs | median s | min s | max s | runs passing every check | load (1 min) | ReFrame's median / this |"
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for label, runs in results.items():
         print(f"{row(label, runs)} {theirs_median / statistics.median(r.wall for r in runs):.2f}x |")
-    print(f"{c.workers} workers; scratch {scratch}")
+    print(f"cluster of {c.workers} workers")
     failing = [(label, r) for label, runs in results.items() for r in runs if not r.ok]
     for label, r in failing:
         print(f"--- a failing run of {label}:\n{r.tail}")
