@@ -138,15 +138,17 @@ def _nonce() -> str:
     return "sfx" + secrets.token_hex(6)
 
 
-def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None) -> Claimed:
+def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, fresh: bool = False) -> Claimed:
     """The job for ``spec``: the run's early one if nobody claimed it yet, else one submitted now (``ids``: the job
-    ids this check already holds, for ``{job:<label>}``). Either way the job becomes ``jobs``' own (cancelled by its
-    cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts there (report
-    timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm was."""
+    ids this check already holds, for ``{job:<label>}``; ``fresh``: submit now whatever is recorded, for a child
+    whose parent was submitted now, so it never depends on another parent). Either way the job becomes ``jobs``' own
+    (cancelled by its cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts
+    there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
+    was."""
     record = _record(jobs.run_id, spec.label)
     with _locked(record):
         claimed = record.with_suffix(".claimed")
-        early = json.loads(record.read_text()) if record.exists() else None
+        early = json.loads(record.read_text()) if record.exists() and not fresh else None
         if early and not claimed.exists():
             claimed.write_text(early["job"])
             jobs.submitted.append(early["job"])

@@ -58,7 +58,9 @@ def _claimed(request, jobs: Jobs, *specs: EarlyJob) -> list[Claimed]:
     ids: dict[str, str] = {}
     claims: list[Claimed] = []
     for spec in specs:
-        claims.append(claim(spec, jobs, ids))
+        # once one job was submitted now (its early one claimed or never submitted), the rest are too: a child
+        # must depend on the parent this check holds
+        claims.append(claim(spec, jobs, ids, fresh=any(c.since is None for c in claims)))
         ids[spec.label] = claims[-1].job
     since = [c.since for c in claims if c.since is not None]
     if since:

@@ -127,3 +127,20 @@ def test_a_child_whose_parent_was_refused_early_is_left_to_its_check_with_the_ch
         assert calls[-1] == (CHILD.script, (f"--dependency=afterok:{parent.job}",))
     finally:
         forget(run_id)
+
+
+def test_a_child_after_a_parent_submitted_now_is_submitted_now_too():
+    """A check whose parent's early job was claimed already (a rerun) submits its own parent; ``fresh`` makes the
+    child its own too, depending on that parent, not the early child waiting on another parent."""
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    calls: list = []
+    try:
+        submit_early([PARENT, CHILD], run_id, lambda label: WithOutdir(run_id, calls))
+        claim(PARENT, WithOutdir(run_id, calls))  # someone else took the early parent
+        jobs = WithOutdir(run_id, calls)
+        parent = claim(PARENT, jobs)
+        child = claim(CHILD, jobs, {"T7-parent": parent.job}, fresh=parent.since is None)
+        assert parent.job == "1003" and child.job == "1004" and child.since is None
+        assert calls[-1] == (CHILD.script, ("--dependency=afterok:1003",))
+    finally:
+        forget(run_id)
