@@ -5,8 +5,10 @@ longest checks here wait on Slurm for a span the check cannot shorten (T7's time
 checked periodically); such checks carry the ``long_wait`` marker. One whose job is an early job
 (``long_wait(early=...)``, pytest_slurmflox/early.py) has its job running since the pre-flight, so
 :func:`order_long_waits` puts it last: every worker runs the short checks beside the job, and the check only
-collects the result. Any other long wait goes first: under pytest-xdist ``--dist load`` the first items go out
-first, so it runs on one worker from the start while the other workers take the rest.
+collects the result. So does a check whose jobs are all early jobs (``early(...)``, #29: an array, a dependency
+chain): it waits on Slurm beside the other checks instead of holding a process. Any other long wait goes first:
+under pytest-xdist ``--dist load`` the first items go out first, so it runs on one worker from the start while the
+other workers take the rest.
 
 :func:`apply_default_workers` makes that the default: an acceptance run with pytest-xdist installed and no ``-n``
 of the user's runs on :data:`AUTO_WORKERS` workers (``--slurmflox-workers``; ``0`` runs serially). The controller
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from .early import EARLY
 from .groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
 from .options import get_option
 
@@ -33,6 +36,8 @@ AUTO_WORKERS = 2
 
 
 def _place(item: Any) -> int:
+    if item.get_closest_marker(EARLY) is not None:
+        return 2
     mark = item.get_closest_marker(LONG_WAIT)
     if mark is None:
         return 1

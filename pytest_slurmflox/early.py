@@ -8,7 +8,12 @@ lock file; the first submits and records the job id, and the check, in whichever
 record once. A check that finds no record (the pre-flight failed, or the run selected it some other way) submits
 its own job: the hand-off changes when the job starts, never what the check asks of Slurm or how it judges it.
 
-A check declares its job with ``@pytest.mark.long_wait(early=EarlyJob(...))``.
+A check declares its job with ``@pytest.mark.long_wait(early=EarlyJob(...))``. A check that only waits on Slurm
+(#29: an array, a dependency chain) declares its jobs with ``@pytest.mark.early(EarlyJob(...), ...)``: they are
+submitted together with every other early job right after the pre-flight and the check, ordered last, judges what
+Slurm did, so its wait overlaps the other checks instead of holding a process. A job's script and options may name
+``{nonce}`` (a random per-run mark its lines carry, :attr:`Claimed.nonce`), ``{outdir}`` (the run's output directory
+as the login node spells it) and ``{job:<label>}`` (the id of an earlier job of the same check: ``afterok``).
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import secrets
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +32,10 @@ from typing import Any
 from .signoff import SINCE, UNTIL
 from .submit import Jobs
 
-__all__ = ["SINCE", "UNTIL", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
+__all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
+
+#: The marker of a check whose jobs are all early jobs (positional :class:`EarlyJob` arguments, in submission order).
+EARLY = "early"
 
 
 @dataclass(frozen=True)
@@ -37,16 +46,51 @@ class EarlyJob:
     script: str
     options: tuple[str, ...] = ()
 
+    def rendered(self, values: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+        """The script and options with ``{name}`` replaced by ``values[name]`` (the placeholders of the module's
+        docstring); a placeholder without a value stays as written and sbatch refuses or the check fails on it."""
 
-def early_jobs(items: Iterable[Any], marker: str = "long_wait") -> list[EarlyJob]:
-    """The early jobs of the selected checks, once each."""
+        def fill(text: str) -> str:
+            for name, value in values.items():
+                text = text.replace("{" + name + "}", value)
+            return text
+
+        return fill(self.script), tuple(fill(option) for option in self.options)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A check's hold on one early job: its id, when it was submitted (epoch seconds, None when the check submitted
+    it itself just now) and the mark its script printed with (``{nonce}``)."""
+
+    job: str
+    since: float | None
+    nonce: str
+
+
+def _specs(item: Any, marker: str) -> tuple[Any, ...]:
+    mark = item.get_closest_marker(marker)
+    if mark is None:
+        return ()
+    return (mark.kwargs.get("early"),) if marker != EARLY else mark.args
+
+
+def early_jobs(items: Iterable[Any], markers: tuple[str, ...] = ("long_wait", EARLY)) -> list[EarlyJob]:
+    """The early jobs of the selected checks, once each, in the order the checks name them."""
     found: dict[str, EarlyJob] = {}
     for item in items:
-        mark = item.get_closest_marker(marker)
-        spec = mark.kwargs.get("early") if mark is not None else None
-        if isinstance(spec, EarlyJob):
-            found.setdefault(spec.label, spec)
+        for marker in markers:
+            for spec in _specs(item, marker):
+                if isinstance(spec, EarlyJob):
+                    found.setdefault(spec.label, spec)
     return list(found.values())
+
+
+def _values(spec: EarlyJob, jobs: Jobs, nonce: str, ids: Mapping[str, str]) -> dict[str, str]:
+    """The placeholders' values; the output directory is asked of the login node only when the job names it."""
+    named = "{outdir}" in spec.script + " ".join(spec.options)
+    outdir = jobs.made_outdir() if named else ""
+    return {"nonce": nonce, "outdir": outdir, **{f"job:{label}": job for label, job in ids.items()}}
 
 
 def _record(run_id: str, label: str) -> Path:
@@ -66,37 +110,52 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs_for: Callable[[str
     """Submit each job this run has not submitted yet; returns label -> job id of those submitted here.
 
     A submission that fails is not recorded and not raised: it would otherwise fail the setup of every check of the
-    run (this runs in an autouse fixture). The check then submits its own job and reports the failure itself."""
+    run (this runs in an autouse fixture). The check then submits its own job and reports the failure itself. A job
+    naming ``{job:<label>}`` of one that is neither submitted nor recorded is left to its check the same way."""
     submitted: dict[str, str] = {}
+    ids: dict[str, str] = {}  # every recorded job, ours or another process's: what later jobs depend on
     for spec in specs:
         record = _record(run_id, spec.label)
         with _locked(record):
             if record.exists():
+                ids[spec.label] = json.loads(record.read_text())["job"]
                 continue
-            submitted_at = time.time()
+            submitted_at, nonce = time.time(), _nonce()
             try:
-                job = jobs_for(spec.label).sbatch(spec.script, *spec.options)
+                jobs = jobs_for(spec.label)
+                script, options = spec.rendered(_values(spec, jobs, nonce, ids))
+                if "{job:" in " ".join(options):
+                    continue  # its parent was not submitted early: the check submits the chain itself
+                job = jobs.sbatch(script, *options)
             except Exception:  # the check that owns the job submits again and says why
                 continue
-            record.write_text(json.dumps({"job": job, "submitted": submitted_at}))
-            submitted[spec.label] = job
+            record.write_text(json.dumps({"job": job, "submitted": submitted_at, "nonce": nonce}))
+            submitted[spec.label] = ids[spec.label] = job
     return submitted
 
 
-def claim(spec: EarlyJob, jobs: Jobs) -> tuple[str, float | None]:
-    """The job for ``spec``: the run's early one if nobody claimed it yet, else one submitted now. Either way the
-    job becomes ``jobs``' own (cancelled by its cleanup). Returns (job id, when the early job was submitted (epoch
-    seconds), None when it was submitted now): the check's span starts there (report timeline, benchmark), so the
-    hand-off never makes the longest check look shorter than its wait on Slurm was."""
+def _nonce() -> str:
+    return "sfx" + secrets.token_hex(6)
+
+
+def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, fresh: bool = False) -> Claimed:
+    """The job for ``spec``: the run's early one if nobody claimed it yet, else one submitted now (``ids``: the job
+    ids this check already holds, for ``{job:<label>}``; ``fresh``: submit now whatever is recorded, for a child
+    whose parent was submitted now, so it never depends on another parent). Either way the job becomes ``jobs``' own
+    (cancelled by its cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts
+    there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
+    was."""
     record = _record(jobs.run_id, spec.label)
     with _locked(record):
         claimed = record.with_suffix(".claimed")
-        early = json.loads(record.read_text()) if record.exists() else None
+        early = json.loads(record.read_text()) if record.exists() and not fresh else None
         if early and not claimed.exists():
             claimed.write_text(early["job"])
             jobs.submitted.append(early["job"])
-            return early["job"], float(early["submitted"])
-    return jobs.sbatch(spec.script, *spec.options), None
+            return Claimed(early["job"], float(early["submitted"]), early.get("nonce", ""))
+    nonce = _nonce()
+    script, options = spec.rendered(_values(spec, jobs, nonce, ids or {}))
+    return Claimed(jobs.sbatch(script, *options), None, nonce)
 
 
 def forget(run_id: str) -> None:

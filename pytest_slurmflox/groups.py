@@ -46,6 +46,8 @@ MARKERS = {
     **{group: f"acceptance group {group}: {text}" for group, text in GROUPS.items()},
     "long_wait": "waits a fixed span on Slurm (a time limit): scheduled first so the wait overlaps the rest; "
     "with early=EarlyJob(...) its job is submitted after the pre-flight and the check runs last",
+    "early": "early(EarlyJob(...), ...): the check's jobs are submitted with the run's early jobs after the pre-flight "
+    "and the check, run last, judges what Slurm did (pytest_slurmflox/early.py)",
     "destructive": "mutates or disrupts the worker deployment; runs only when asked for",
     "needs_kube": "needs the target's Kubernetes API (SKIPs naming it otherwise)",
     "needs_flox": "needs the Flox containerd shim (SKIPs naming it otherwise)",

@@ -45,6 +45,9 @@ class Jobs:
     #: Makes the name this instance's own: under pytest-xdist a module fixture runs once per worker with the same
     #: run id and label, and one worker's cleanup (which cancels by name prefix) must not end the other's jobs.
     nonce: str = field(default_factory=lambda: secrets.token_hex(3))
+    #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
+    #: on the login node, not three (#29).
+    resolved_outdir: str = field(default="", repr=False)
 
     @property
     def name(self) -> str:
@@ -60,8 +63,12 @@ class Jobs:
         return quoted(f"{RUNS_DIR}/%s", self.run_id)
 
     def made_outdir(self) -> str:
-        """Create :attr:`outdir` and return its absolute path: a plain value (no ``$HOME``), to be quoted."""
-        return self.login.run(f"mkdir -p {self.outdir} && cd {self.outdir} && pwd").check().stdout.strip()
+        """Create :attr:`outdir` (once per instance) and return its absolute path: a plain value (no ``$HOME``), to
+        be quoted."""
+        if not self.resolved_outdir:
+            line = f"mkdir -p {self.outdir} && cd {self.outdir} && pwd"
+            self.resolved_outdir = self.login.run(line).check().stdout.strip()
+        return self.resolved_outdir
 
     def srun(
         self, args: str, command: str, *, timeout: float = STEP_TIMEOUT, env: dict[str, str] | None = None
@@ -72,9 +79,8 @@ class Jobs:
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
         """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
-        self.login.run("mkdir -p " + self.outdir).check()  # outdir is shell text: it may name $HOME
+        out = self.made_outdir()  # outdir is shell text (it may name $HOME): its absolute path, created
         name = self.name + (f"-{suffix}" if suffix else "")
-        out = self.login.run("echo " + self.outdir).check().stdout.strip()
         job_id = self.slurm.sbatch(
             script, f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out", *options
         )

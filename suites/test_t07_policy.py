@@ -3,7 +3,9 @@
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
 job is an early job (Slurm enforces limits in whole minutes, checked periodically): submitted once per run right
 after the pre-flight (pytest_slurmflox/early.py), it runs beside every other check, and the check, ordered last,
-collects what Slurm did with it.
+collects what Slurm did with it. So are the array's and the afterok chain's jobs (#29): those checks only wait on
+Slurm, so their jobs run beside the other checks and the checks judge what Slurm did, the same jobs and the same
+judgement as when a check submits its own (no early record: the pre-flight failed, or the job was claimed).
 
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
@@ -15,7 +17,7 @@ import time
 
 import pytest
 
-from pytest_slurmflox.early import SINCE, UNTIL, EarlyJob, claim
+from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
@@ -44,19 +46,41 @@ def time_limited_job(request, target, slurmflox_state):
         label="T7-timelimit",
         partition=target.spec.partition,
     )
-    job, since = claim(TIME_LIMITED, jobs)
-    if since is not None:  # the check's span starts at the early submission (report timeline, benchmark)
-        request.node.user_properties.append((SINCE, since))
+    [claimed] = _claimed(request, jobs, TIME_LIMITED)
+    job = claimed.job
     yield jobs, job
     jobs.cleanup()
 
 
-def test_job_array_runs_every_task(submit):
-    outdir = submit.made_outdir()
-    mark = Mark.new()
-    job = submit.sbatch(
-        f"#!/bin/bash\n{mark.echo('task=$SLURM_ARRAY_TASK_ID')}\n", "--array=0-3", f"--output={outdir}/%A_%a.out"
-    )
+def _claimed(request, jobs: Jobs, *specs: EarlyJob) -> list[Claimed]:
+    """Claim the check's early jobs in order (each given the ids of those before it, ``{job:<label>}``); every job
+    is ``jobs``' own (cancelled by its cleanup). The check's span starts at the earliest early submission (report
+    timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm was."""
+    ids: dict[str, str] = {}
+    claims: list[Claimed] = []
+    for spec in specs:
+        # once one job was submitted now (its early one claimed or never submitted), the rest are too: a child
+        # must depend on the parent this check holds
+        claims.append(claim(spec, jobs, ids, fresh=any(c.since is None for c in claims)))
+        ids[spec.label] = claims[-1].job
+    since = [c.since for c in claims if c.since is not None]
+    if since:
+        request.node.user_properties.append((SINCE, min(since)))
+    return claims
+
+
+#: Four one-CPU tasks, each printing its own task id as a marked line (``{nonce}``) into its own output file.
+ARRAY = EarlyJob(
+    "T7-array",
+    f"#!/bin/bash\n{Mark('{nonce}').echo('task=$SLURM_ARRAY_TASK_ID')}\n",
+    ("--array=0-3", "--output={outdir}/%A_%a.out"),
+)
+
+
+@pytest.mark.early(ARRAY)
+def test_job_array_runs_every_task(request, submit):
+    [claimed] = _claimed(request, submit, ARRAY)
+    job, mark, outdir = claimed.job, Mark(claimed.nonce), submit.made_outdir()
     # four one-CPU tasks start together on the cohort (the pre-flight found it idle): one pass
     tasks = submit.slurm.wait([f"{job}_{i}" for i in range(4)], timeout=job_timeout())
     requirement(
@@ -72,11 +96,18 @@ def test_job_array_runs_every_task(submit):
     )
 
 
-def test_afterok_runs_after_success_and_never_after_failure(submit):
-    good = submit.sbatch("#!/bin/bash\nexit 0\n", suffix="good")
-    bad = submit.sbatch("#!/bin/bash\nexit 3\n", suffix="bad")
-    after_good = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afterok:{good}", suffix="ag")
-    after_bad = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afterok:{bad}", suffix="ab")
+#: Two parents (one succeeds, one fails) and an afterok child of each, submitted in this order.
+AFTEROK = (
+    EarlyJob("T7-afterok-good", "#!/bin/bash\nexit 0\n"),
+    EarlyJob("T7-afterok-bad", "#!/bin/bash\nexit 3\n"),
+    EarlyJob("T7-afterok-ag", "#!/bin/bash\necho ran\n", ("--dependency=afterok:{job:T7-afterok-good}",)),
+    EarlyJob("T7-afterok-ab", "#!/bin/bash\necho ran\n", ("--dependency=afterok:{job:T7-afterok-bad}",)),
+)
+
+
+@pytest.mark.early(*AFTEROK)
+def test_afterok_runs_after_success_and_never_after_failure(request, submit):
+    good, bad, after_good, after_bad = (c.job for c in _claimed(request, submit, *AFTEROK))
     states = submit.wait(good, bad, after_good, timeout=job_timeout(stages=2))  # parent, then child
     requirement(
         states[good].state == "COMPLETED" and states[bad].state == "FAILED", "parents ended as scripted", str(states)

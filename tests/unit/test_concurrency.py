@@ -19,6 +19,10 @@ def test_a(): pass
 @pytest.mark.long_wait
 def test_long(): pass
 
+@pytest.mark.T7
+@pytest.mark.early(EarlyJob("y", "#!/bin/bash\\n"))
+def test_chain(): pass
+
 @pytest.mark.T3
 def test_b(): pass
 
@@ -32,21 +36,34 @@ def test_long_waits_first_early_jobs_last_and_the_rest_keeps_its_order(pytester:
     pytester.makepyfile(test_checks=CHECKS)
     result = pytester.runpytest("-m", "acceptance", "-v", "-p", "no:randomly")
     result.stdout.fnmatch_lines(
-        ["*::test_long PASSED*", "*::test_a PASSED*", "*::test_b PASSED*", "*::test_early PASSED*"]
+        [
+            "*::test_long PASSED*",
+            "*::test_a PASSED*",
+            "*::test_b PASSED*",
+            "*::test_chain PASSED*",
+            "*::test_early PASSED*",
+        ]
     )
 
 
 class _Item:
-    def __init__(self, **kwargs):
-        self.mark = pytest.mark.long_wait(**kwargs).mark if kwargs is not None else None
+    def __init__(self, *chain, **kwargs):
+        self.marks = {"long_wait": pytest.mark.long_wait(**kwargs).mark} if kwargs else {}
+        if chain:
+            self.marks["early"] = pytest.mark.early(*chain).mark
 
     def get_closest_marker(self, name):
-        return self.mark
+        return self.marks.get(name)
 
 
 def test_early_jobs_of_the_selected_checks_once_each():
     job = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))
     assert early_jobs([_Item(early=job), _Item(early=job), _Item()]) == [job]
+
+
+def test_a_checks_early_jobs_keep_their_order_parents_before_children():
+    good, child = EarlyJob("good", "#!/bin/bash\n"), EarlyJob("child", "#!/bin/bash\n", ("-d afterok:{job:good}",))
+    assert early_jobs([_Item(good, child), _Item(good, child)]) == [good, child]
 
 
 @pytest.mark.parametrize(("text", "wanted"), [(None, AUTO_WORKERS), ("auto", AUTO_WORKERS), ("0", 0), ("3", 3)])

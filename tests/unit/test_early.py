@@ -34,11 +34,12 @@ def test_one_submission_per_run_claimed_once_then_the_check_submits_its_own():
         again = submit_early([JOB], run_id, lambda label: Submitter(run_id, calls))  # another xdist worker
         assert first == {"T7-timelimit": "1001"} and again == {} and len(calls) == 1
         jobs = Submitter(run_id, calls)
-        job, since = claim(JOB, jobs)
-        assert job == "1001" and jobs.submitted == ["1001"]
+        claimed = claim(JOB, jobs)
+        assert claimed.job == "1001" and jobs.submitted == ["1001"]
+        since = claimed.since
         assert since is not None and began <= since <= time.time()  # the span starts at the early submission
-        rerun = Submitter(run_id, calls)
-        assert claim(JOB, rerun) == ("1002", None)  # claimed already: a job of its own, same script and options
+        rerun = claim(JOB, Submitter(run_id, calls))
+        assert (rerun.job, rerun.since) == ("1002", None)  # claimed already: a job of its own, same script, options
         assert calls[-1] == (JOB.script, JOB.options)
     finally:
         forget(run_id)
@@ -48,7 +49,8 @@ def test_without_an_early_submission_the_check_submits_at_once():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        assert claim(JOB, Submitter(run_id, calls)) == ("1001", None)
+        claimed = claim(JOB, Submitter(run_id, calls))
+        assert (claimed.job, claimed.since) == ("1001", None)
     finally:
         forget(run_id)
 
@@ -67,6 +69,78 @@ def test_a_refused_early_submission_is_left_to_the_check_not_to_every_checks_set
     calls: list = []
     try:
         assert submit_early([JOB], run_id, lambda label: Refusing(run_id, calls)) == {}
-        assert claim(JOB, Submitter(run_id, calls)) == ("1002", None)  # the check submits (and judges) its own
+        claimed = claim(JOB, Submitter(run_id, calls))
+        assert (claimed.job, claimed.since) == ("1002", None)  # the check submits (and judges) its own
+    finally:
+        forget(run_id)
+
+
+#: A check's chain (#29): a marked script, and a child naming its parent's id.
+PARENT = EarlyJob("T7-parent", "#!/bin/bash\nprintf '%s|x\\n' {nonce}\n", ("--output={outdir}/%j.out",))
+CHILD = EarlyJob("T7-child", "#!/bin/bash\necho ran\n", ("--dependency=afterok:{job:T7-parent}",))
+
+
+@dataclass
+class WithOutdir(Submitter):
+    """A submitter whose login node answers the output directory (``{outdir}``)."""
+
+    def made_outdir(self) -> str:
+        return f"/home/u/slurmflox-runs/{self.run_id}"
+
+
+def test_a_chain_is_submitted_in_order_with_its_parents_id_and_a_per_run_mark():
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    calls: list = []
+    try:
+        first = submit_early([PARENT, CHILD], run_id, lambda label: WithOutdir(run_id, calls))
+        assert first == {"T7-parent": "1001", "T7-child": "1002"}
+        (script, options), (_, child_options) = calls
+        assert options == (f"--output=/home/u/slurmflox-runs/{run_id}/%j.out",)
+        assert child_options == ("--dependency=afterok:1001",)
+        jobs = WithOutdir(run_id, calls)
+        parent, child = claim(PARENT, jobs), claim(CHILD, jobs, {"T7-parent": "1001"})
+        assert (parent.job, child.job) == ("1001", "1002") and jobs.submitted == ["1001", "1002"]
+        assert parent.nonce.startswith("sfx") and script == f"#!/bin/bash\nprintf '%s|x\\n' {parent.nonce}\n"
+        again = claim(PARENT, jobs)  # claimed already: the check's own, with a mark of its own
+        assert again.job == "1003" and again.nonce not in (parent.nonce, "") and again.nonce in calls[-1][0]
+    finally:
+        forget(run_id)
+
+
+@dataclass
+class RefusingWithOutdir(WithOutdir):
+    def sbatch(self, script: str, *options: str) -> str:
+        self.calls.append((script, options))
+        raise RuntimeError("sbatch: error: invalid partition specified")
+
+
+def test_a_child_whose_parent_was_refused_early_is_left_to_its_check_with_the_checks_own_parent():
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    calls: list = []
+    try:
+        assert submit_early([PARENT, CHILD], run_id, lambda label: RefusingWithOutdir(run_id, calls)) == {}
+        assert len(calls) == 1  # the child was never sent with an unfilled {job:...}
+        jobs = WithOutdir(run_id, calls)
+        parent = claim(PARENT, jobs)
+        child = claim(CHILD, jobs, {"T7-parent": parent.job})
+        assert (parent.since, child.since) == (None, None)
+        assert calls[-1] == (CHILD.script, (f"--dependency=afterok:{parent.job}",))
+    finally:
+        forget(run_id)
+
+
+def test_a_child_after_a_parent_submitted_now_is_submitted_now_too():
+    """A check whose parent's early job was claimed already (a rerun) submits its own parent; ``fresh`` makes the
+    child its own too, depending on that parent, not the early child waiting on another parent."""
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    calls: list = []
+    try:
+        submit_early([PARENT, CHILD], run_id, lambda label: WithOutdir(run_id, calls))
+        claim(PARENT, WithOutdir(run_id, calls))  # someone else took the early parent
+        jobs = WithOutdir(run_id, calls)
+        parent = claim(PARENT, jobs)
+        child = claim(CHILD, jobs, {"T7-parent": parent.job}, fresh=parent.since is None)
+        assert parent.job == "1003" and child.job == "1004" and child.since is None
+        assert calls[-1] == (CHILD.script, ("--dependency=afterok:1003",))
     finally:
         forget(run_id)
