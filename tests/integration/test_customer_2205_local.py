@@ -111,7 +111,21 @@ def customer(tmp_path_factory):
         run = run_pytest(home, "-m", "acceptance", f"--slurmflox-target={target}")
         print(f"[customer] acceptance as a customer: {time.monotonic() - t0:.1f}s, exit {run.rc}")
         print(run.output[-8000:])
+        _print_node_states(workdir, sorted(set(re.findall(r"(\d+)=PENDING", run.messages()))))
         yield home, workdir, run
+
+
+def _print_node_states(workdir, pending: list[str]) -> None:
+    """The workers' states and reasons after the run, and what slurmctld logged about them and about the jobs a
+    failed check saw pending (evidence for a verdict that a node's state decided)."""
+    sub = cluster_of(workdir, LOCAL_SUITE=SUITE)
+    states = sub.node_runner("login").run("sinfo -N -h -o '%N %T %E %H'")
+    jobs = "".join(f"|JobId={job}[^0-9]" for job in pending)
+    logged = sub.node_runner("ctl").run(
+        f"grep -hiE 'drain|kill task|not responding|set node|down|complet{jobs}' /var/log/slurm/slurmctld.log"
+        " | tail -80"
+    )
+    print(f"[customer] node states:\n{states.stdout}{states.stderr}\n[customer] slurmctld:\n{logged.stdout}")
 
 
 def _group_of(case: str) -> str:
