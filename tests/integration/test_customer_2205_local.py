@@ -122,7 +122,7 @@ def _print_node_states(workdir, pending: list[str]) -> None:
     states = sub.node_runner("login").run("sinfo -N -h -o '%N %T %E %H'")
     jobs = "".join(f"|JobId={job}[^0-9]" for job in pending)
     logged = sub.node_runner("ctl").run(
-        f"grep -hiE 'drain|kill task|not responding|set node|down|complet{jobs}' /var/log/slurm/slurmctld.log"
+        f"grep -hiE 'drain|kill task|not responding|set node|down|reserv|epilog{jobs}' /var/log/slurm/slurmctld.log"
         " | tail -80"
     )
     print(f"[customer] node states:\n{states.stdout}{states.stderr}\n[customer] slurmctld:\n{logged.stdout}")
