@@ -30,7 +30,10 @@ PROFILE_DIR = "/run/flox-task-profile/current"
 def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
     """The task profile of every node, read by a task on that node: node -> file -> lines."""
     script = (
-        f"cd {PROFILE_DIR} || exit 1; for f in {' '.join(PROFILE_FILES)}; do "
+        # no profile directory at all: every file is missing (said as such, never a shell error taken for a file)
+        f"cd {PROFILE_DIR} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
+        "done; exit 0; }; "
+        f"for f in {' '.join(PROFILE_FILES)}; do "
         'if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\t%s\\n\' "$f" "$l"; done < "$f";'
         " printf '%s\\t\\n' \"$f\"; else printf 'MISSING\\t%s\\n' \"$f\"; fi; done"
     )
@@ -42,6 +45,8 @@ def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[
             name, _, value = line.partition("\t")
             if name == "MISSING":
                 files.setdefault("__missing__", []).append(value)
+                continue
+            if name not in PROFILE_FILES:  # a line of someone else's (a site's prolog, a shell's complaint)
                 continue
             files.setdefault(name, [])
             if value:
