@@ -222,6 +222,7 @@ class PodRunner:
         if input is not None:
             resp.write_stdin(input)
         out, err = [], []
+        # not a waits.poll: it drains the websocket until it closes, and a timeout is a result (rc 124), not an error
         deadline = time.monotonic() + timeout
         timed_out = False
         while resp.is_open():

@@ -259,6 +259,7 @@ class SSHRunner:
             channel.sendall(input.encode())
         channel.shutdown_write()
         out, err = bytearray(), bytearray()
+        # not a waits.poll: it drains the channel until EOF, and a timeout is a result (rc 124), not an error
         deadline = time.monotonic() + timeout
         rc = 124
         exited: float | None = None

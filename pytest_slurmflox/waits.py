@@ -10,7 +10,8 @@ passes, which also run at every submit and job end; slurmctld checks time limits
 every 30 s (``PERIODIC_TIMEOUT``) and gives a timed-out job ``KillWait`` (default 30 s) between SIGTERM and SIGKILL.
 
 :func:`poll` is the one loop that waits for a condition on this host or a cluster: a timeout passed by name, a
-message that says what was awaited (and what was still missing when it gave up).
+message that says what was awaited (and what was still missing when it gave up). :func:`poll_last` is the same
+loop for a check that judges what it saw with its own requirement, so its FAIL names what was wrong.
 """
 
 from __future__ import annotations
@@ -93,3 +94,23 @@ def poll_missing(check: Callable[[], str | None], *, what: str, timeout: float, 
         poll(probe, what=what, timeout=timeout, interval=interval)
     except WaitTimedOut:
         raise WaitTimedOut(what, timeout, missing[0]) from None
+
+
+def poll_last(
+    look: Callable[[], T], done: Callable[[T], bool], *, what: str, timeout: float, interval: float = 0.1
+) -> T:
+    """:func:`poll` for a check that judges the outcome itself: ``look`` every ``interval`` seconds until ``done``
+    accepts a look, and return that look, or the last look once ``timeout`` has passed. The check's requirement then
+    FAILs on what was last seen (sacct's row, the job's state), which says more than a bare timeout; ``look`` may
+    raise to stop the wait at once (a requirement already broken). A look may be None (a job that is gone)."""
+    last: list[T] = []
+
+    def probe() -> tuple[T] | None:
+        value = look()
+        last[:] = [value]
+        return (value,) if done(value) else None
+
+    try:
+        return poll(probe, what=what, timeout=timeout, interval=interval)[0]
+    except WaitTimedOut:
+        return last[0]

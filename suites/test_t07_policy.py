@@ -13,14 +13,12 @@ held/released states, cancellation, TIMEOUT), applied to jobs this module submit
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
-from pytest_slurmflox.waits import job_timeout, limit_timeout, queue_timeout
+from pytest_slurmflox.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 
 from ._capability import requirement
 from ._marks import Mark
@@ -125,14 +123,13 @@ def test_afterok_runs_after_success_and_never_after_failure(request, submit):
 
 def _wait_never_satisfied(submit, job: str, timeout: float = 60.0):
     """Slurm marks an impossible dependency on its next dependency pass; poll for that verdict (or a kill)."""
-    deadline = time.monotonic() + timeout
-    state = submit.slurm.jobs([job]).get(job)
-    while state is not None and state.state == "PENDING" and "NeverSatisfied" not in state.reason:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-        state = submit.slurm.jobs([job]).get(job)
-    return state
+    return poll_last(
+        lambda: submit.slurm.jobs([job]).get(job),
+        lambda state: state is None or state.state != "PENDING" or "NeverSatisfied" in state.reason,
+        what=f"job {job} marked DependencyNeverSatisfied",
+        timeout=timeout,
+        interval=0.5,
+    )
 
 
 def test_afternotok_runs_only_after_failure(submit):

@@ -28,7 +28,7 @@ import pytest
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
 from pytest_slurmflox.run import quoted
-from pytest_slurmflox.waits import job_timeout
+from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
 from ._marks import Mark, _q
@@ -243,15 +243,11 @@ def test_broken_task_profile_fails_closed_and_the_worker_serves_again(target, su
         )
     finally:
         target.pool.restart(node)
-    deadline = time.monotonic() + 120
-    again = None
-    while time.monotonic() < deadline:
-        again = submit.srun(f"-N1 -n1 -w {node} --immediate=30", "/bin/echo task-started", timeout=job_timeout(30))
-        if again.ok and "task-started" in again.stdout:
-            break
-        time.sleep(2)
-    requirement(
-        again is not None and again.ok and "task-started" in again.stdout,
-        f"after the owner restarts {node}, it serves again",
-        again or "no attempt",
+    again = poll_last(
+        lambda: submit.srun(f"-N1 -n1 -w {node} --immediate=30", "/bin/echo task-started", timeout=job_timeout(30)),
+        lambda res: res.ok and "task-started" in res.stdout,
+        what=f"{node} serving steps again after its restart",
+        timeout=120,
+        interval=2,
     )
+    requirement(again.ok and "task-started" in again.stdout, f"after the owner restarts {node}, it serves again", again)

@@ -22,12 +22,11 @@ the daemons is destructive, so it is opt-in like the lifecycle groups.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import quoted
+from pytest_slurmflox.waits import poll_last
 
 from ._capability import requirement
 from ._marks import Mark, marked
@@ -48,18 +47,23 @@ def acct(target):
 def _sacct(submit, job: str, want_steps: tuple[str, ...], timeout: float = 60.0):
     """sacct's rows of ``job`` (JobID -> fields), polled until the job and ``want_steps`` are recorded as finished
     (slurmdbd receives records asynchronously from slurmctld)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def look():
         res = submit.login.run(f"sacct -n -P --format={FIELDS} -j", job, timeout=30)
         rows = {}
         for line in res.stdout.splitlines():
             parts = line.strip().split("|")
             if len(parts) == len(FIELDS.split(",")):
                 rows[parts[0]] = dict(zip(FIELDS.split(","), parts, strict=True))
+        return rows, res
+
+    def recorded(seen) -> bool:
+        rows = seen[0]
         done = job in rows and rows[job]["State"] not in ("PENDING", "RUNNING", "COMPLETING")
-        if (done and all(f"{job}.{s}" in rows for s in want_steps)) or time.monotonic() > deadline:
-            return rows, res
-        time.sleep(0.5)
+        return done and all(f"{job}.{s}" in rows for s in want_steps)
+
+    what = f"job {job} and steps {want_steps} ended in sacct"
+    return poll_last(look, recorded, what=what, timeout=timeout, interval=0.5)
 
 
 def test_finished_job_and_its_steps_are_in_sacct(submit, target, acct, workers):
@@ -115,15 +119,18 @@ def test_association_limit_is_enforced(submit, acct):
         submit.sbatch("#!/bin/bash\nsleep 120\n", "-N1", "-n1", f"--account={acct.limited_account}", suffix=str(i))
         for i in range(limit + 1)
     ]
-    deadline = time.monotonic() + 60
-    while True:
+
+    def look():
         res = submit.login.run("squeue -h -o '%i|%T|%r' -j", ",".join(jobs))
         rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 2]
         running = [r for r in rows if r[1] == "RUNNING"]
         held = [r for r in rows if r[1] == "PENDING" and "AssocMaxJobsLimit" in r[2]]
-        if (len(running) == limit and len(held) == 1) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+        return res, running, held
+
+    what = f"{limit} job(s) of {acct.limited_account} running and one held on AssocMaxJobsLimit"
+    res, running, held = poll_last(
+        look, lambda seen: len(seen[1]) == limit and len(seen[2]) == 1, what=what, timeout=60.0, interval=0.5
+    )
     submit.slurm.cancel(*jobs)
     requirement(
         len(running) == limit and len(held) == 1,

@@ -13,12 +13,10 @@ first, then compared), and the second job's own exit status (the script exits 5)
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.waits import job_timeout
+from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
 
@@ -28,13 +26,17 @@ FIELDS = "JobID,State,ExitCode,NodeList,Account"
 
 
 def _record(login, job: str, timeout: float = 60.0) -> tuple[str, object]:
-    deadline = time.monotonic() + timeout
-    while True:
+    """sacct's line of ``job``, polled until it is recorded as ended (or its last line after ``timeout``)."""
+
+    def look():
         res = login.run(f"sacct -n -P -X --format={FIELDS} -j", job, timeout=30)
-        line = res.stdout.strip()
-        if (res.ok and line and "|RUNNING|" not in line and "|PENDING|" not in line) or time.monotonic() > deadline:
-            return line, res
-        time.sleep(0.5)
+        return res.stdout.strip(), res
+
+    def ended(seen) -> bool:
+        line, res = seen
+        return bool(res.ok and line and "|RUNNING|" not in line and "|PENDING|" not in line)
+
+    return poll_last(look, ended, what=f"job {job} ended in sacct", timeout=timeout, interval=0.5)
 
 
 def test_accounting_survives_slurmdbd_and_slurmctld_restarts(submit, target):

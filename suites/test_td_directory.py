@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 
 import pytest
 
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import SSHRunner
+from pytest_slurmflox.waits import poll_last
 
 from ._capability import requirement
 from ._cohort import local_accounts
@@ -156,17 +156,23 @@ def _group_update_time(target) -> float:
 def _next_job_groups(target, submit, node: str, want: dict[str, object]):
     """A fresh login's next job on ``node``: its ``id`` fields, polled until they are ``want`` or Slurm's
     GroupUpdateTime plus :data:`PROPAGATION_S` has passed."""
-    deadline = time.monotonic() + _group_update_time(target) + PROPAGATION_S
-    while True:
+    timeout = _group_update_time(target) + PROPAGATION_S
+
+    def look():
         fresh = _fresh_login(target)
         try:
             res = on_each(dataclasses.replace(submit, login=fresh), [node], "id")
         finally:
             fresh.close()
-        got = [_fields(line) for line in per_node(res).get(node, [])]
-        if (res.ok and got == [want]) or time.monotonic() > deadline:
-            return got, res
-        time.sleep(2)
+        return [_fields(line) for line in per_node(res).get(node, [])], res
+
+    return poll_last(
+        look,
+        lambda seen: seen[1].ok and seen[0] == [want],
+        what=f"the next job on {node} to have ids {want}",
+        timeout=timeout,
+        interval=2,
+    )
 
 
 @pytest.mark.TDC

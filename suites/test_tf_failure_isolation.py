@@ -14,11 +14,12 @@ owner).
 
 from __future__ import annotations
 
-import time
+import contextlib
 
 import pytest
 
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.waits import WaitTimedOut, poll
 
 from ._capability import requirement
 from ._marks import Mark, _q
@@ -30,11 +31,14 @@ FAILHOOK = "local/failhook:1"
 
 
 def _never_registers(target, name: str, ref: str, seconds: float = 8) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    """FAILs the moment ``name`` appears in sinfo; passes when it stayed out for ``seconds``."""
+
+    def absent() -> None:
         res = target.login.run("sinfo -h -N -o %N")
         requirement(name not in res.stdout.split(), f"{name} (runtime {ref}) never appears in sinfo", res)
-        time.sleep(1)
+
+    with contextlib.suppress(WaitTimedOut):  # the time is up with the worker never seen: the pass
+        poll(absent, what=f"{name} kept out of sinfo", timeout=seconds, interval=1)
 
 
 def test_unrealizable_worker_never_registers(target, submit, workers):

@@ -20,7 +20,6 @@ Where the expectations come from (never from slurmrestd's answers about itself):
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -28,7 +27,7 @@ from pytest_slurmflox.expectations import task_env_problems
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
-from pytest_slurmflox.waits import job_timeout
+from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
 from ._records import ENVIRON_PROBE, environs, require_flox_runtime, runtimes
@@ -68,12 +67,14 @@ class Rest:
         return list(state) if isinstance(state, list) else [str(state)] if state else []
 
     def wait(self, job_id: str, want: set[str], timeout: float = 120.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.state(job_id)
-            if set(state) & want or time.monotonic() > deadline:
-                return state
-            time.sleep(0.5)
+        """The job's state once it is one of ``want``, or its last state after ``timeout`` (the check judges it)."""
+        return poll_last(
+            lambda: self.state(job_id),
+            lambda state: bool(set(state) & want),
+            what=f"REST job {job_id} in {sorted(want)}",
+            timeout=timeout,
+            interval=0.5,
+        )
 
 
 def _version(http, declared: str | None, headers: dict[str, str]) -> tuple[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from pytest_slurmflox.waits import (
     job_timeout,
     limit_timeout,
     poll,
+    poll_last,
     poll_missing,
     queue_timeout,
 )
@@ -96,20 +98,48 @@ def test_poll_missing_returns_when_nothing_is_missing():
     assert poll_missing(lambda: next(states), what="workers registered", timeout=5, interval=0.001) is None
 
 
-#: The package's own deadline loops that are not a poll of a condition: each bounds a read of a stream.
-STREAMING = {
+def test_poll_last_returns_the_first_look_that_is_done():
+    looks = iter(["PENDING", "RUNNING", "COMPLETED"])
+    assert poll_last(lambda: next(looks), lambda s: s != "PENDING", what="job 7 to start", timeout=5) == "RUNNING"
+
+
+def test_poll_last_returns_the_last_look_when_the_time_is_up():
+    looks = iter(range(1000))
+    seen = poll_last(lambda: next(looks), lambda n: n < 0, what="a negative", timeout=0.05, interval=0.01)
+    assert seen >= 2  # looked more than once, and handed back the last look for the caller to judge
+
+
+def test_poll_last_accepts_a_look_that_is_none():
+    assert poll_last(lambda: None, lambda s: s is None, what="job 7 gone", timeout=60) is None
+
+
+def test_poll_last_lets_the_look_stop_the_wait_at_once():
+    def look():
+        raise RuntimeError("worker9 appeared in sinfo")
+
+    with pytest.raises(RuntimeError, match="appeared"):
+        poll_last(look, lambda _: False, what="worker9 kept out of sinfo", timeout=60)
+
+
+#: The deadline loops that are not a poll of a condition, and why (each also says so where it stands).
+NOT_A_POLL = {
     "pytest_slurmflox/waits.py": "poll itself",
-    "pytest_slurmflox/run.py": "SSHRunner.run reads the channel until EOF",
-    "pytest_slurmflox/kube.py": "a pod exec reads the websocket until it closes",
+    "pytest_slurmflox/run.py": "SSHRunner.run drains the channel until EOF; a timeout is a result (rc 124)",
+    "pytest_slurmflox/kube.py": "a pod exec drains the websocket until it closes; a timeout is a result (rc 124)",
 }
 
 
-def test_the_package_waits_through_poll():
-    """A hand-written ``deadline = time.monotonic() + ...`` loop in the package is a poll() that was not used."""
+def test_the_package_and_the_suites_wait_through_poll():
+    """A hand-written ``time.monotonic() + ...`` deadline in the package or the suites is a poll() that was not
+    used (#28); waits.poll_last keeps a check's own FAIL message."""
     root = SUITES.parent
-    found = {
-        str(path.relative_to(root))
-        for path in sorted((root / "pytest_slurmflox").rglob("*.py"))
-        if re.search(r"deadline\s*=\s*time\.monotonic\(\)\s*\+", path.read_text())
-    }
-    assert found == set(STREAMING), f"use waits.poll (or list a streaming read here): {sorted(found)}"
+    deadline = re.compile(r"time\.monotonic\(\)\s*\+")
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for top in ("pytest_slurmflox", "suites")
+        for path in sorted((root / top).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if deadline.search(line)
+    ]
+    per_file = Counter(f.rsplit(":", 1)[0] for f in found)
+    assert per_file == dict.fromkeys(NOT_A_POLL, 1), f"use waits.poll/poll_last (or list it here): {found}"
