@@ -31,7 +31,7 @@ STAGES = (
     (f"{L}.cluster:LocalCluster.wait_db", "unavailable"),  # the db node runs
     (f"{L}.cluster:LocalCluster.wait_controller", "bug"),  # db and controller run
     (f"{L}.pool:LocalWorkerPool.converge_cohort", "bug"),  # workers started
-    (f"{L}.forwarder:LoginForwarder.ensure", "unavailable"),  # login node and its forwarder
+    (f"{L}.forwarders:LoginForwarder.ensure", "unavailable"),  # login node and its forwarder
     (f"{L}.substrate:LocalSubstrate._wait_rest", "bug"),  # everything up, REST answered
     ("pytest_slurmflox.deploy:reconcile", "bug"),  # the cluster is up; the cohort's reconcile fails
 )

@@ -18,6 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from ...workdir import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
@@ -94,7 +96,17 @@ class NixStore:
         return named + sorted(self.profiles_dir.glob(f"{worker}-*-link"))
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run one Nix command with the store mounted on /nix in a private mount namespace."""
+        """Run one Nix command with the store mounted on /nix in a private mount namespace, one at a time.
+
+        Nix runs here without a daemon, on one SQLite database shared by every cluster of the machine: concurrent
+        commands (workers converging at once, two clusters coming up) made a fresh store's first
+        ``nix-instantiate`` fail with "SQLite database ... is busy" (seen on a pristine host). A file lock beside
+        the store serializes them across threads and processes (a lock per thread's own descriptor)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / ".nix.lock")):
+            return self._run(*argv, check=check)
+
+    def _run(self, *argv: str, check: bool) -> subprocess.CompletedProcess[str]:
         self.nix_dir.mkdir(parents=True, exist_ok=True)
         (self.nix_dir / "var/nix/profiles/workers").mkdir(parents=True, exist_ok=True)
         Path("/nix").mkdir(exist_ok=True)
