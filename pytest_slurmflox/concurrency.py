@@ -28,6 +28,11 @@ from .options import get_option
 
 #: The marker of a check that waits a fixed span on Slurm: scheduled first.
 LONG_WAIT = "long_wait"
+#: The marker of a check that needs every worker to itself (T8's whole-worker step): scheduled after all others.
+#: Pending, its exclusive allocation across the cohort is the oldest job, and Slurm's backfill reserves every worker
+#: for it: every check submitted after it waited (in CI, T7's scancel and hold/release past their pass, on healthy
+#: clusters), until the time-limit job it waits for ended.
+WHOLE_COHORT = "whole_cohort"
 
 #: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (README
 #: "Speed"): two xdist workers keep the time-limit wait and the other checks side by side; more add start-up cost
@@ -36,6 +41,8 @@ AUTO_WORKERS = 2
 
 
 def _place(item: Any) -> int:
+    if item.get_closest_marker(WHOLE_COHORT) is not None:
+        return 3
     if item.get_closest_marker(EARLY) is not None:
         return 2
     mark = item.get_closest_marker(LONG_WAIT)
@@ -45,8 +52,8 @@ def _place(item: Any) -> int:
 
 
 def order_long_waits(items: list[Any]) -> None:
-    """In place: long waits first, long waits with an early job last, the rest between; each part in pytest's
-    order (a stable sort)."""
+    """In place: long waits first, long waits with an early job after the rest, checks that hold the whole cohort
+    last; each part in pytest's order (a stable sort)."""
     items.sort(key=_place)
 
 

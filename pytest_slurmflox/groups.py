@@ -48,6 +48,8 @@ MARKERS = {
     "with early=EarlyJob(...) its job is submitted after the pre-flight and the check runs last",
     "early": "early(EarlyJob(...), ...): the check's jobs are submitted with the run's early jobs after the pre-flight "
     "and the check, run last, judges what Slurm did (pytest_slurmflox/early.py)",
+    "whole_cohort": "holds every worker at once (an exclusive step across the cohort): runs after every other check, "
+    "so its pending allocation never holds another check's job behind it",
     "destructive": "mutates or disrupts the worker deployment; runs only when asked for",
     "needs_kube": "needs the target's Kubernetes API (SKIPs naming it otherwise)",
     "needs_flox": "needs the Flox containerd shim (SKIPs naming it otherwise)",

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_slurmflox.declared import CPUS, MEM
 from pytest_slurmflox.slurm import TERMINAL_STATES
-from pytest_slurmflox.waits import job_timeout
+from pytest_slurmflox.waits import job_timeout, queue_timeout
 
 from ._capability import declared, require_enforced, requirement
 from ._cohort import across, ring_case
@@ -98,6 +98,7 @@ def whole_worker_problem(lines: list[str], cpus: int, mem_mb: int, allowed_pct: 
     return "; ".join(problems) or None
 
 
+@pytest.mark.whole_cohort
 def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm, workers, target):
     """On every worker in one step (one step per distinct node shape): a request for all the CPUs and memory Slurm's
     node record declares for that worker runs on that many CPUs as the kernel sees them (Cpus_allowed_list) and no
@@ -114,7 +115,8 @@ def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm,
         shapes.setdefault((nodes[name].cpus, nodes[name].real_memory), []).append(name)
     problems, evidence = [], []
     for (cpus, mem), names in sorted(shapes.items()):
-        step = across(submit, names, _WHOLE_PROBE, args=f"--exclusive -c{cpus} --mem={mem}")
+        # every worker to itself: it may wait for the run's last jobs (T7's time limit) to end
+        step = across(submit, names, _WHOLE_PROBE, args=f"--exclusive -c{cpus} --mem={mem}", timeout=queue_timeout())
         evidence.append(step.result)
         problems += step.wrong(lambda _node, lines, c=cpus, m=mem: whole_worker_problem(lines, c, m, allowed))
     requirement(

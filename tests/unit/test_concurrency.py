@@ -12,6 +12,10 @@ import pytest
 from pytest_slurmflox.early import EarlyJob
 pytestmark = pytest.mark.acceptance
 
+@pytest.mark.T8
+@pytest.mark.whole_cohort
+def test_whole(): pass
+
 @pytest.mark.T7
 def test_a(): pass
 
@@ -32,7 +36,7 @@ def test_early(): pass
 """
 
 
-def test_long_waits_first_early_jobs_last_and_the_rest_keeps_its_order(pytester: pytest.Pytester):
+def test_long_waits_first_early_jobs_then_whole_cohort_checks_last_the_rest_in_order(pytester: pytest.Pytester):
     pytester.makepyfile(test_checks=CHECKS)
     result = pytester.runpytest("-m", "acceptance", "-v", "-p", "no:randomly")
     result.stdout.fnmatch_lines(
@@ -42,6 +46,7 @@ def test_long_waits_first_early_jobs_last_and_the_rest_keeps_its_order(pytester:
             "*::test_b PASSED*",
             "*::test_chain PASSED*",
             "*::test_early PASSED*",
+            "*::test_whole PASSED*",
         ]
     )
 
