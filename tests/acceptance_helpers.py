@@ -257,3 +257,14 @@ def assert_local_acceptance(run: Run) -> dict[str, str]:
         assert any(f"missing capability {cap}" in message for cap in LOCAL_MISSING_CAPABILITIES), (name, message)
     print(f"PASSED {len(passed)}, SKIPPED {len(skipped)}: " + ", ".join(sorted(skipped)))
     return skipped
+
+
+def slurm_2205_config(workdir: Path, **cli: str) -> dict[str, str]:
+    """The controller of the deployment in ``workdir`` runs Slurm 22.05 (Debian's build says "slurm-wlm 22.05.8",
+    upstream "slurm 22.05.8"); its ``scontrol show config`` as KEY -> value."""
+    ctl = cluster_of(workdir, **cli).node_runner("ctl")
+    version = ctl.run("sinfo --version")
+    assert version.ok and re.fullmatch(r"slurm(-wlm)? 22\.05\.\d+\s*", version.stdout), version.describe()
+    config = ctl.run("scontrol show config")
+    assert config.ok, config.describe()
+    return dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", config.stdout, re.M))

@@ -19,7 +19,7 @@ import re
 import time
 
 import pytest
-from acceptance_helpers import assert_local_acceptance, cluster_of, deployed
+from acceptance_helpers import assert_local_acceptance, cluster_of, deployed, slurm_2205_config
 
 pytestmark = pytest.mark.integration
 
@@ -38,14 +38,9 @@ def deployment(tmp_path_factory):
 
 def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
     _, workdir, _, _ = deployment
+    settings = slurm_2205_config(workdir, LOCAL_SUITE=SUITE)
     sub = cluster_of(workdir, LOCAL_SUITE=SUITE)
     ctl = sub.node_runner("ctl")
-    version = ctl.run("sinfo --version")
-    # Debian's build says "slurm-wlm 22.05.8" (upstream: "slurm 22.05.8")
-    assert version.ok and re.fullmatch(r"slurm(-wlm)? 22\.05\.\d+\s*", version.stdout), version.describe()
-    config = ctl.run("scontrol show config")
-    assert config.ok, config.describe()
-    settings = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", config.stdout, re.M))
     assert (settings.get("AuthType"), settings.get("CredType")) == ("auth/munge", "cred/munge"), settings
     login = sub.node_runner("login", sub.settings.test_user)
     assert not login.run("test -e /usr/sbin/sackd").ok, "bookworm's image must not carry sackd"

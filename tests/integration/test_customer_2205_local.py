@@ -33,7 +33,7 @@ import time
 
 import pytest
 import yaml
-from acceptance_helpers import TASK_PROLOG, Run, cluster_of, deployed, group_verdicts, run_pytest
+from acceptance_helpers import TASK_PROLOG, Run, cluster_of, deployed, group_verdicts, run_pytest, slurm_2205_config
 
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
@@ -147,15 +147,10 @@ def failures_by_group(run: Run) -> dict[str, dict[str, str]]:
 
 def test_the_cluster_is_the_customers(customer):
     _, workdir, _ = customer
-    sub = cluster_of(workdir, LOCAL_SUITE=SUITE)
-    ctl = sub.node_runner("ctl")
-    version = ctl.run("sinfo --version")
-    assert version.ok and re.fullmatch(r"slurm(-wlm)? 22\.05\.\d+\s*", version.stdout), version.describe()
-    config = ctl.run("scontrol show config")
-    assert config.ok, config.describe()
-    settings = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", config.stdout, re.M))
+    settings = slurm_2205_config(workdir, LOCAL_SUITE=SUITE)
     assert settings.get("ProctrackType") == "proctrack/linuxproc", settings
     assert settings.get("TaskProlog", "").startswith("/etc/slurm/site/"), settings
+    sub = cluster_of(workdir, LOCAL_SUITE=SUITE)
     login = sub.node_runner("login", sub.settings.test_user)
     for worker in WORKERS:
         task = login.run(f"cd && srun -N1 -w {worker} sh -c 'echo FLOX_ENV=${{FLOX_ENV:-none}}; ls /etc/munge'")
