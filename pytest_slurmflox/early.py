@@ -18,21 +18,19 @@ as the login node spells it) and ``{job:<label>}`` (the id of an earlier job of 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import secrets
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .runrecord import locked, record_path
 from .signoff import SINCE, UNTIL
 from .submit import Jobs
 
-__all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "forget", "submit_early"]
+__all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "submit_early"]
 
 #: The marker of a check whose jobs are all early jobs (positional :class:`EarlyJob` arguments, in submission order).
 EARLY = "early"
@@ -95,43 +93,61 @@ def _values(spec: EarlyJob, jobs: Jobs, nonce: str, ids: Mapping[str, str]) -> d
 
 def _record(run_id: str, label: str) -> Path:
     """Where a run's processes (all on this host: xdist popen workers) record the job they submitted."""
-    return Path(tempfile.gettempdir()) / f"slurmflox-early-{run_id}" / f"{label}.job"
+    return record_path(run_id, label)
 
 
-@contextlib.contextmanager
-def _locked(record: Path) -> Iterator[None]:
-    record.parent.mkdir(parents=True, exist_ok=True)
-    with record.with_suffix(".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs_for: Callable[[str], Jobs]) -> dict[str, str]:
-    """Submit each job this run has not submitted yet; returns label -> job id of those submitted here.
+def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str, str]:
+    """Submit each job this run has not submitted yet, all in one command on the login node (``Jobs.sbatch_chain``:
+    one round trip, not two per job, while every process of the run waits on this lock); returns label -> job id
+    of those submitted here.
 
     A submission that fails is not recorded and not raised: it would otherwise fail the setup of every check of the
     run (this runs in an autouse fixture). The check then submits its own job and reports the failure itself. A job
     naming ``{job:<label>}`` of one that is neither submitted nor recorded is left to its check the same way."""
-    submitted: dict[str, str] = {}
-    ids: dict[str, str] = {}  # every recorded job, ours or another process's: what later jobs depend on
-    for spec in specs:
-        record = _record(run_id, spec.label)
-        with _locked(record):
+    with locked(record_path(run_id, "early-submission")):  # one process submits; the others find its records
+        recorded: dict[str, str] = {}  # another process's jobs: what later jobs of this run may depend on
+        todo: list[EarlyJob] = []
+        for spec in specs:
+            record = _record(run_id, spec.label)
             if record.exists():
-                ids[spec.label] = json.loads(record.read_text())["job"]
+                recorded[spec.label] = json.loads(record.read_text())["job"]
+            else:
+                todo.append(spec)
+        if not todo:
+            return {}
+        submitted_at = time.time()
+        try:
+            outdir = jobs.made_outdir()
+            chain = _chain(todo, outdir, recorded)
+            ids = jobs.sbatch_chain([(label, script, options) for label, _, script, options in chain])
+        except Exception:  # the checks that own the jobs submit again and say why
+            return {}
+        submitted: dict[str, str] = {}
+        for (label, nonce, _, _), job in zip(chain, ids, strict=True):
+            if job is None:
                 continue
-            submitted_at, nonce = time.time(), _nonce()
-            try:
-                jobs = jobs_for(spec.label)
-                script, options = spec.rendered(_values(spec, jobs, nonce, ids))
-                if "{job:" in " ".join(options):
-                    continue  # its parent was not submitted early: the check submits the chain itself
-                job = jobs.sbatch(script, *options)
-            except Exception:  # the check that owns the job submits again and says why
-                continue
-            record.write_text(json.dumps({"job": job, "submitted": submitted_at, "nonce": nonce}))
-            submitted[spec.label] = ids[spec.label] = job
-    return submitted
+            record = _record(run_id, label)
+            with locked(record):
+                record.write_text(json.dumps({"job": job, "submitted": submitted_at, "nonce": nonce}))
+            submitted[label] = job
+        return submitted
+
+
+def _chain(
+    specs: Iterable[EarlyJob], outdir: str, recorded: Mapping[str, str]
+) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(label, nonce, script, options) of each job to send: ``{job:<label>}`` is a recorded id, or ``{prior:<i>}``
+    of a job earlier in this chain; a job naming one that is neither is left to its check."""
+    chain: list[tuple[str, str, str, tuple[str, ...]]] = []
+    for spec in specs:
+        nonce = _nonce()
+        in_chain = {f"job:{label}": f"{{prior:{i}}}" for i, (label, *_) in enumerate(chain)}
+        values = {"nonce": nonce, "outdir": outdir, **{f"job:{k}": v for k, v in recorded.items()}, **in_chain}
+        script, options = spec.rendered(values)
+        if "{job:" in " ".join(options) or "{job:" in script or "{prior:" in script:
+            continue  # its parent was not submitted early: the check submits the chain itself
+        chain.append((spec.label, nonce, script, options))
+    return chain
 
 
 def _nonce() -> str:
@@ -146,7 +162,7 @@ def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, f
     there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
     was."""
     record = _record(jobs.run_id, spec.label)
-    with _locked(record):
+    with locked(record):
         claimed = record.with_suffix(".claimed")
         early = json.loads(record.read_text()) if record.exists() and not fresh else None
         if early and not claimed.exists():
@@ -156,12 +172,3 @@ def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, f
     nonce = _nonce()
     script, options = spec.rendered(_values(spec, jobs, nonce, ids or {}))
     return Claimed(jobs.sbatch(script, *options), None, nonce)
-
-
-def forget(run_id: str) -> None:
-    """Remove the run's records (session end of the process that owns the run: serial, or the xdist controller)."""
-    folder = _record(run_id, "x").parent
-    for path in folder.glob("*"):
-        path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        folder.rmdir()

@@ -203,7 +203,7 @@ class SlurmfloxSession:
 
     def _end_run(self) -> None:
         if not hasattr(self.config, "workerinput"):  # the process that owns the run (serial, xdist controller)
-            from .early import forget
+            from .runrecord import forget
 
             forget(self.state.run_id)
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .run import Result, Runner, quoted
+from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 from .waits import job_timeout
 
@@ -86,6 +88,29 @@ class Jobs:
         )
         self.submitted.append(job_id)
         return job_id
+
+    def sbatch_chain(self, entries: Sequence[tuple[str, str, Sequence[str]]]) -> list[str | None]:
+        """Submit each ``(suffix, script, options)`` like :meth:`sbatch`, all in one command on the login node
+        (sbatchchain.py: an option may name ``{prior:<i>}``, entry i's id). Returns each entry's job id, None where
+        sbatch refused it or it was not sent; what sbatch said is in the command's result, not raised."""
+        out = self.made_outdir()
+        chain = [
+            ChainEntry(
+                script,
+                (
+                    f"--job-name={self.name}-{suffix}",
+                    f"--partition={self.partition}",
+                    f"--output={out}/%j.out",
+                    *options,
+                ),
+            )
+            for suffix, script, options in entries
+        ]
+        command, mark = chain_command(chain)
+        res = self.slurm.user.run(command, timeout=60 + 10 * len(chain))
+        ids = chain_ids(res.stdout, mark, len(chain))
+        self.submitted.extend(job for job in ids if job)
+        return ids
 
     def wait(
         self, *job_ids: str, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES

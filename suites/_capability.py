@@ -58,5 +58,11 @@ def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
     """Assert a requirement; the failure names it and shows the evidence that decided it."""
     if ok:
         return
+    pytest.fail(unmet(requirement, *evidence), pytrace=False)
+
+
+def unmet(requirement: str, *evidence: Result | str) -> str:
+    """A failed requirement's text: what was required, then the evidence that decided it (a verdict recorded for
+    the run's other processes carries this text, pytest_slurmflox/runrecord.py)."""
     shown = "\n".join(e.describe() if isinstance(e, Result) else str(e) for e in evidence)
-    pytest.fail(f"requirement not met: {requirement}\n{shown}", pytrace=False)
+    return f"requirement not met: {requirement}\n{shown}"

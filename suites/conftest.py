@@ -11,7 +11,7 @@ import pytest
 
 from pytest_slurmflox.gates import require
 
-from ._capability import declared, requirement
+from ._capability import declared, unmet
 from ._cohort import cohort, preflight_step
 
 
@@ -24,32 +24,43 @@ def workers(target, slurmflox_state) -> list[str]:
     no SKIP). Then one short step on every worker, with a deadline: a worker whose slurmd stopped before Slurm noticed
     FAILS the pre-flight within a minute, named, instead of every check waiting for it. Per-worker checks use every
     node.
+
+    Decided once per run (#29): under pytest-xdist the first process to get here decides and records the verdict,
+    the others read it (pytest_slurmflox/runrecord.py), so every process judges against the same cohort, a failing
+    pre-flight reads the same in every process, and the cluster sees one pre-flight step instead of one per process.
     """
     from pytest_slurmflox.declared import COMMON_KEYS, KUBERNETES_KEYS
-    from pytest_slurmflox.submit import Jobs
+    from pytest_slurmflox.runrecord import once_per_run
 
     require(target, "slurm")
     # which nodes are the workers is itself declared: a customer's partition (and NodeSet) is never a default's
     declared(target, *COMMON_KEYS)
     if target.spec.kubernetes is not None:
         declared(target, *KUBERNETES_KEYS)
+    run_id = slurmflox_state.run_id
+    verdict, _ = once_per_run(run_id, "cohort", lambda: _decide_cohort(target, run_id))
+    if verdict["failure"]:
+        pytest.fail(verdict["failure"], pytrace=False)
+    return list(verdict["nodes"])
+
+
+def _decide_cohort(target, run_id: str) -> dict:
+    """The cohort check and the pre-flight step: ``{"nodes": [...], "failure": None or the unmet requirement}``."""
+    from pytest_slurmflox.submit import Jobs
+
     nodes, problems, evidence = cohort(target)
-    requirement(
-        not problems, "the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence
-    )
+    if problems:
+        failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
+        return {"nodes": nodes, "failure": failure}
     jobs = Jobs(
-        login=target.login,
-        slurm=target.slurm,
-        run_id=slurmflox_state.run_id,
-        label="preflight",
-        partition=target.spec.partition,
+        login=target.login, slurm=target.slurm, run_id=run_id, label="preflight", partition=target.spec.partition
     )
     try:
         silent, step = preflight_step(jobs, nodes)
     finally:
         jobs.cleanup()
-    requirement(not silent, "every worker of the cohort answers a step: " + "; ".join(silent), step.result)
-    return nodes
+    failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result) if silent else None
+    return {"nodes": nodes, "failure": failure}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,11 +79,8 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
     from pytest_slurmflox.submit import Jobs
 
     run_id = slurmflox_state.run_id
-
-    def jobs_for(label: str) -> Jobs:
-        return Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label=label, partition=target.spec.partition)
-
-    submit_early(early_jobs(request.session.items), run_id, jobs_for)
+    jobs = Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label="early", partition=target.spec.partition)
+    submit_early(early_jobs(request.session.items), run_id, jobs)
 
 
 @pytest.fixture(scope="session", autouse=True)

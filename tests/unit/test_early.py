@@ -3,11 +3,13 @@ check itself. Slurm is not what is under test here (the acceptance runs exercise
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from pytest_slurmflox.early import EarlyJob, claim, forget, submit_early
+from pytest_slurmflox.early import EarlyJob, claim, submit_early
+from pytest_slurmflox.runrecord import forget
 
 JOB = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))
 
@@ -24,14 +26,33 @@ class Submitter:
         self.calls.append((script, options))
         return str(1000 + len(self.calls))
 
+    def made_outdir(self) -> str:
+        return f"/home/u/slurmflox-runs/{self.run_id}"
+
+    def sbatch_chain(self, entries) -> list[str | None]:
+        """What ``Jobs.sbatch_chain`` does (tests/unit/test_sbatchchain.py runs its command), one :meth:`sbatch`
+        per entry: ``{prior:i}`` is entry i's id; an entry after a refused prior is not sent."""
+        ids: list[str | None] = []
+        for _, script, options in entries:
+            priors = [int(n) for n in re.findall(r"\{prior:(\d+)\}", " ".join(options))]
+            if any(ids[n] is None for n in priors):
+                ids.append(None)
+                continue
+            filled = tuple(re.sub(r"\{prior:(\d+)\}", lambda m: str(ids[int(m.group(1))]), o) for o in options)
+            try:
+                ids.append(self.sbatch(script, *filled))
+            except RuntimeError:
+                ids.append(None)
+        return ids
+
 
 def test_one_submission_per_run_claimed_once_then_the_check_submits_its_own():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
         began = time.time()
-        first = submit_early([JOB], run_id, lambda label: Submitter(run_id, calls))
-        again = submit_early([JOB], run_id, lambda label: Submitter(run_id, calls))  # another xdist worker
+        first = submit_early([JOB], run_id, Submitter(run_id, calls))
+        again = submit_early([JOB], run_id, Submitter(run_id, calls))  # another xdist worker
         assert first == {"T7-timelimit": "1001"} and again == {} and len(calls) == 1
         jobs = Submitter(run_id, calls)
         claimed = claim(JOB, jobs)
@@ -68,7 +89,7 @@ def test_a_refused_early_submission_is_left_to_the_check_not_to_every_checks_set
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        assert submit_early([JOB], run_id, lambda label: Refusing(run_id, calls)) == {}
+        assert submit_early([JOB], run_id, Refusing(run_id, calls)) == {}
         claimed = claim(JOB, Submitter(run_id, calls))
         assert (claimed.job, claimed.since) == ("1002", None)  # the check submits (and judges) its own
     finally:
@@ -80,19 +101,15 @@ PARENT = EarlyJob("T7-parent", "#!/bin/bash\nprintf '%s|x\\n' {nonce}\n", ("--ou
 CHILD = EarlyJob("T7-child", "#!/bin/bash\necho ran\n", ("--dependency=afterok:{job:T7-parent}",))
 
 
-@dataclass
-class WithOutdir(Submitter):
-    """A submitter whose login node answers the output directory (``{outdir}``)."""
-
-    def made_outdir(self) -> str:
-        return f"/home/u/slurmflox-runs/{self.run_id}"
+#: A submitter whose login node answers the output directory (``{outdir}``).
+WithOutdir = Submitter
 
 
 def test_a_chain_is_submitted_in_order_with_its_parents_id_and_a_per_run_mark():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        first = submit_early([PARENT, CHILD], run_id, lambda label: WithOutdir(run_id, calls))
+        first = submit_early([PARENT, CHILD], run_id, WithOutdir(run_id, calls))
         assert first == {"T7-parent": "1001", "T7-child": "1002"}
         (script, options), (_, child_options) = calls
         assert options == (f"--output=/home/u/slurmflox-runs/{run_id}/%j.out",)
@@ -118,7 +135,7 @@ def test_a_child_whose_parent_was_refused_early_is_left_to_its_check_with_the_ch
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        assert submit_early([PARENT, CHILD], run_id, lambda label: RefusingWithOutdir(run_id, calls)) == {}
+        assert submit_early([PARENT, CHILD], run_id, RefusingWithOutdir(run_id, calls)) == {}
         assert len(calls) == 1  # the child was never sent with an unfilled {job:...}
         jobs = WithOutdir(run_id, calls)
         parent = claim(PARENT, jobs)
@@ -135,7 +152,7 @@ def test_a_child_after_a_parent_submitted_now_is_submitted_now_too():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     calls: list = []
     try:
-        submit_early([PARENT, CHILD], run_id, lambda label: WithOutdir(run_id, calls))
+        submit_early([PARENT, CHILD], run_id, WithOutdir(run_id, calls))
         claim(PARENT, WithOutdir(run_id, calls))  # someone else took the early parent
         jobs = WithOutdir(run_id, calls)
         parent = claim(PARENT, jobs)
