@@ -12,6 +12,7 @@ import secrets
 import shlex
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -201,12 +202,19 @@ class SSHRunner:
     where: str = ""
     connect_timeout: float = 15.0
     _client: Any = field(default=None, init=False, repr=False)
+    #: Commands may run from several threads (connection.py asks the login and admin endpoints at once): one
+    #: connection per runner, made under this lock; paramiko multiplexes the channels over it.
+    _connecting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.where:
             self.where = f"{self.host}:{self.port}"
 
     def _connect(self):  # -> paramiko.SSHClient
+        with self._connecting:
+            return self._connected()
+
+    def _connected(self):  # -> paramiko.SSHClient
         import paramiko
 
         if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
