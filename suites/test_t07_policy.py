@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
+from pytest_slurmflox.run import Result, quoted
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, poll_last, queue_timeout
@@ -164,13 +165,38 @@ def test_hold_and_release(submit):
     requirement(state.state == "COMPLETED" and "released" in submit.output(job), "a released job runs", str(state))
 
 
+#: The job to cancel tells Slurm its script runs (its own job's comment) before it sleeps: Slurm shows RUNNING when
+#: it allocated the job, before the script started, and a cancel in that window (measured on the local substrate:
+#: within 0.1 s of RUNNING, six times in six) reaches no task; Slurm then ends the job by SIGKILL after KillWait
+#: (4.8 s instead of 1.7 s), holding its CPU from other checks meanwhile. A worker without scontrol (or a site that
+#: refuses the update) never says so: the check then cancels after SCRIPT_STARTS_S, as it did before.
+CANCELLABLE = '#!/bin/bash\nscontrol update jobid="$SLURM_JOB_ID" comment={nonce}-runs >/dev/null 2>&1\nsleep 300\n'
+SCRIPT_STARTS_S = 15
+
+
+def _script_runs(submit: Jobs, job: str, nonce: str) -> Result:
+    """Wait (one command on the login node, squeue at 20 Hz) until the job's comment says its script runs: exit 0;
+    3 when it ran that long without saying so; 4 when it left RUNNING uncancelled (its state printed)."""
+    line = quoted(
+        "end=$((SECONDS + %s)); while :; do s=$(squeue -h -j %s -o '%%T|%%k'); case $s in"
+        ' %s) exit 0;; RUNNING*) ;; *) echo "$s"; exit 4;; esac; [ $SECONDS -lt $end ] || exit 3; sleep 0.05; done',
+        SCRIPT_STARTS_S,
+        job,
+        f"RUNNING|{nonce}-runs",
+    )
+    return submit.login.run(line, timeout=SCRIPT_STARTS_S + 30)
+
+
 def test_scancel_ends_a_running_job(submit):
-    job = submit.sbatch(SLEEP.format(s=300))
+    mark = Mark.new()
+    job = submit.sbatch(CANCELLABLE.format(nonce=mark.nonce))
     # a job that ends before it was seen running fails here at once, not after the wait's timeout; queueing behind
     # other checks' jobs (T8's whole-worker requests hold every worker) is not scancel's business: seen on a 2-worker
     # Slurm 22.05 cluster, the job pended over one scheduler pass "reserved for jobs in higher priority partitions"
     started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=queue_timeout())[job]
     requirement(started.state == "RUNNING", "the job to cancel runs (control)", str(started))
+    runs = _script_runs(submit, job, mark.nonce)
+    requirement(runs.exit_status in (0, 3), "the job to cancel runs until it is cancelled (control)", runs)
     submit.slurm.cancel(job).check()
     state = submit.wait(job, timeout=job_timeout())[job]  # KillWait is within a pass
     requirement(state.state == "CANCELLED", "scancel ends a running job as CANCELLED", str(state))
