@@ -262,6 +262,23 @@ class SlurmClient:
         found = re.search(r"\bEndTime=(\d+)\b", res.stdout) if res.ok else None
         return float(found.group(1)) if found else None
 
+    def last_end(self, job_ids: Iterable[str]) -> float | None:
+        """When the last of the given jobs that ended (array tasks included) ended: epoch seconds, squeue's EndTime
+        under ``SLURM_TIME_FORMAT=%s``, one call for all. None when none has ended or Slurm no longer knows them.
+        A pending job's EndTime is Slurm's estimate, so only finished jobs count. A measurement (where the span of
+        a check that collected early jobs ends), never a verdict."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return None
+        env = {"SLURM_TIME_FORMAT": "%s"}
+        res = self.user.run("squeue -h -t all -o", "%i|%T|%e", "-j", ",".join(ids), env=env, timeout=30)
+        ends = [
+            float(parts[2])
+            for parts in (line.split("|") for line in res.stdout.splitlines())
+            if len(parts) == 3 and parts[1] in TERMINAL_STATES and parts[2].isdigit()
+        ]
+        return max(ends) if ends else None
+
     def jobs(self, job_ids: Iterable[str]) -> dict[str, JobState]:
         """One ``squeue`` call for all the given jobs (array tasks included, keyed by their own id)."""
         ids = sorted(set(job_ids))
