@@ -42,6 +42,7 @@ class Sample:
     verdicts: dict[str, str]
     load: float  #: 1-minute load average when the run ended
     costs: dict[str, float]  #: each check's cost (:func:`cost`)
+    replicas: int = 0  #: the workers the run's target declared (its report's environment table)
 
 
 def _pytest(*args: str, env: dict[str, str] | None = None) -> float:
@@ -60,8 +61,10 @@ def cost(check: dict) -> float:
     return max(float(check.get("span") or 0.0), float(check["duration"]))
 
 
-def one_run(workers: int, extra: list[str], reports: Path, run_id: str) -> Sample:
-    up = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra)  # converge only, no checks
+def one_run(workers: int, extra: list[str], reports: Path, run_id: str, env: dict[str, str] | None = None) -> Sample:
+    """One acceptance run after a no-change ``up`` with the same settings (``env``: the cohort size; without it the
+    ``up`` would converge the deployment back to the default size before the run)."""
+    up = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra, env=env)  # converge only
     wall = _pytest(
         "-m",
         "acceptance",
@@ -76,7 +79,8 @@ def one_run(workers: int, extra: list[str], reports: Path, run_id: str) -> Sampl
     longest = max(((c["nodeid"], cost(c)) for c in checks), key=lambda t: t[1], default=("none", 0.0))
     verdicts = {c["nodeid"]: c["verdict"] for c in checks}
     costs = {c["nodeid"]: cost(c) for c in checks}
-    return Sample(wall, up, float(doc["run"]["duration"]), longest, verdicts, os.getloadavg()[0], costs)
+    replicas = int(doc["run"]["target"].get("Worker replicas (expected)") or 0)
+    return Sample(wall, up, float(doc["run"]["duration"]), longest, verdicts, os.getloadavg()[0], costs, replicas)
 
 
 def table_row(label: str, samples: list[Sample]) -> str:
@@ -126,9 +130,12 @@ def cohort_rows(sizes: list[int], workers: int, runs: int, extra: list[str], rep
         env = {"COMPUTE_REPLICAS": str(size)}
         converge = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra, env=env)
         tag = secrets.token_hex(2)
-        probe = one_run(workers, extra, reports, f"bench-{tag}-c{size}-probe")
+        probe = one_run(workers, extra, reports, f"bench-{tag}-c{size}-probe", env)
         alone = longest_alone(probe.longest[0], workers, extra, reports, f"bench-{tag}-c{size}-alone")
-        samples = [one_run(workers, extra, reports, f"bench-{tag}-c{size}-{i}") for i in range(runs)]
+        samples = [one_run(workers, extra, reports, f"bench-{tag}-c{size}-{i}", env) for i in range(runs)]
+        cohort = {s.replicas for s in (probe, *samples)}
+        if cohort != {size}:  # the table is only worth its cohort axis if each run ran on that many workers
+            raise SystemExit(f"a run at cohort size {size} ran on {sorted(cohort)} workers")
         verdicts.extend(s.verdicts for s in (probe, *samples))
         costs = {k: statistics.median(s.costs.get(k, 0.0) for s in samples) for k in samples[0].costs}
         grew = sorted(costs, key=lambda k: costs[k] - first.get(k, 0.0), reverse=True)[:5] if first else []
