@@ -11,6 +11,7 @@ settings/workdir.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,7 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: workers reuse the controller's run id and already-provisioned target."""
     state = session_state(node.config)
     node.workerinput["slurmflox_run_id"] = state.run_id
+    node.workerinput["slurmflox_owner_pid"] = os.getpid()  # an orphaned worker removes the run's records (runrecord)
     if state.target_path is not None:
         node.workerinput["slurmflox_target"] = str(state.target_path)
         node.workerinput["slurmflox_target_source"] = state.target_source

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["forget", "locked", "once_per_run", "record_path"]
+__all__ = ["forget", "locked", "once_per_run", "orphaned", "record_path"]
 
 
 def _folder(run_id: str) -> Path:
@@ -59,3 +60,10 @@ def forget(run_id: str) -> None:
         path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         folder.rmdir()
+
+
+def orphaned(owner_pid: object) -> bool:
+    """Whether this process (an xdist worker) outlived the process that owns the run, its parent: the kernel gives
+    an orphan another parent the moment its parent exits. An interrupted controller (SIGTERM) exits while its
+    workers still finish their check and may write records after it removed them."""
+    return isinstance(owner_pid, int) and os.getppid() != owner_pid

@@ -199,13 +199,22 @@ class SlurmfloxSession:
         try:
             yield
         finally:
+            self._forget_run()
             session.exitstatus = self.state.exit.settle(session.exitstatus)
 
-    def _end_run(self) -> None:
-        if not hasattr(self.config, "workerinput"):  # the process that owns the run (serial, xdist controller)
-            from .runrecord import forget
+    def _forget_run(self) -> None:
+        """The run's shared records go with the process that owns the run (serial, xdist controller), after the
+        other session-finish hooks: xdist's tears its workers down there, and an interrupted run's workers (SIGTERM
+        to the controller) were still writing records when this ran before them (seen in CI: a cohort record left
+        in /tmp by the SIGTERM test). A worker that outlived the controller (its parent is another process now)
+        removes them itself: nothing of the run needs them any more."""
+        from .runrecord import forget, orphaned
 
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):
             forget(self.state.run_id)
+
+    def _end_run(self) -> None:
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
         if xdist_controller and self.state.target is None and self.state.spec is not None:
             # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's

@@ -17,6 +17,8 @@ import time
 import pytest
 from acceptance_helpers import clean_env, cluster_of, deployed, run_pytest
 
+from pytest_slurmflox.runrecord import record_path
+
 pytestmark = pytest.mark.integration
 
 
@@ -55,6 +57,9 @@ def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
         assert time.monotonic() < deadline, f"jobs of run {run_id} still in the queue after SIGTERM: {left}"
         time.sleep(1)
         left = _run_jobs(workdir, run_id)
+    # nor the records its processes shared on this host (pytest_slurmflox/runrecord.py)
+    records = record_path(run_id, "x").parent
+    assert not records.exists(), sorted(p.name for p in records.iterdir())
 
 
 def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
