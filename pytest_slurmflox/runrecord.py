@@ -5,7 +5,8 @@ id. Some work belongs to the run, not to a process: the early jobs (early.py) ar
 pre-flight (suites/conftest.py) is decided once. The first process to need a record computes it while holding the
 record's lock; every other process waits on that lock and reads what the first one decided, so all of them judge
 against the same cohort and the cluster sees one pre-flight step, not one per process. The controller (or the
-serial process) removes the run's records at session end (:func:`forget`).
+serial process) removes the run's records at session end, after xdist tore its workers down (:func:`forget`); a
+worker that outlived an interrupted controller removes them itself (:func:`orphaned`).
 """
 
 from __future__ import annotations
