@@ -23,7 +23,6 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .runrecord import locked, record_path
@@ -91,11 +90,6 @@ def _values(spec: EarlyJob, jobs: Jobs, nonce: str, ids: Mapping[str, str]) -> d
     return {"nonce": nonce, "outdir": outdir, **{f"job:{label}": job for label, job in ids.items()}}
 
 
-def _record(run_id: str, label: str) -> Path:
-    """Where a run's processes (all on this host: xdist popen workers) record the job they submitted."""
-    return record_path(run_id, label)
-
-
 def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str, str]:
     """Submit each job this run has not submitted yet, all in one command on the login node (``Jobs.sbatch_chain``:
     one round trip, not two per job, while every process of the run waits on this lock); returns label -> job id
@@ -108,7 +102,7 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str
         recorded: dict[str, str] = {}  # another process's jobs: what later jobs of this run may depend on
         todo: list[EarlyJob] = []
         for spec in specs:
-            record = _record(run_id, spec.label)
+            record = record_path(run_id, spec.label)
             if record.exists():
                 recorded[spec.label] = json.loads(record.read_text())["job"]
             else:
@@ -126,7 +120,7 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str
         for (label, nonce, _, _), job in zip(chain, ids, strict=True):
             if job is None:
                 continue
-            record = _record(run_id, label)
+            record = record_path(run_id, label)
             with locked(record):
                 record.write_text(json.dumps({"job": job, "submitted": submitted_at, "nonce": nonce}))
             submitted[label] = job
@@ -161,7 +155,7 @@ def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, f
     (cancelled by its cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts
     there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
     was."""
-    record = _record(jobs.run_id, spec.label)
+    record = record_path(jobs.run_id, spec.label)
     with locked(record):
         claimed = record.with_suffix(".claimed")
         early = json.loads(record.read_text()) if record.exists() and not fresh else None

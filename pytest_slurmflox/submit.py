@@ -81,31 +81,22 @@ class Jobs:
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
         """Submit ``script`` as an ordinary batch script; output goes to ``<outdir>/<jobid>.out``."""
-        out = self.made_outdir()  # outdir is shell text (it may name $HOME): its absolute path, created
-        name = self.name + (f"-{suffix}" if suffix else "")
-        job_id = self.slurm.sbatch(
-            script, f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out", *options
-        )
+        job_id = self.slurm.sbatch(script, *self._placed(suffix), *options)
         self.submitted.append(job_id)
         return job_id
+
+    def _placed(self, suffix: str = "") -> tuple[str, str, str]:
+        """The options every job of this check carries: its traceable name, the partition, and its output in the
+        run's directory (outdir is shell text that may name $HOME: its absolute path, created once)."""
+        out = self.made_outdir()
+        name = self.name + (f"-{suffix}" if suffix else "")
+        return f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out"
 
     def sbatch_chain(self, entries: Sequence[tuple[str, str, Sequence[str]]]) -> list[str | None]:
         """Submit each ``(suffix, script, options)`` like :meth:`sbatch`, all in one command on the login node
         (sbatchchain.py: an option may name ``{prior:<i>}``, entry i's id). Returns each entry's job id, None where
         sbatch refused it or it was not sent; what sbatch said is in the command's result, not raised."""
-        out = self.made_outdir()
-        chain = [
-            ChainEntry(
-                script,
-                (
-                    f"--job-name={self.name}-{suffix}",
-                    f"--partition={self.partition}",
-                    f"--output={out}/%j.out",
-                    *options,
-                ),
-            )
-            for suffix, script, options in entries
-        ]
+        chain = [ChainEntry(script, (*self._placed(suffix), *options)) for suffix, script, options in entries]
         command, mark = chain_command(chain)
         res = self.slurm.user.run(command, timeout=60 + 10 * len(chain))
         ids = chain_ids(res.stdout, mark, len(chain))
