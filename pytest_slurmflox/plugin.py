@@ -22,7 +22,7 @@ from .concurrency import apply_default_workers
 from .groups import MARKERS
 from .options import add_options, get_option, run_id_of, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
-from .selection import main_job_paths, plain_operation, reports_wanted, user_named_paths
+from .selection import main_job, main_job_paths, plain_operation, pyargs_anchors, reports_wanted, user_named_paths
 from .session import SlurmfloxSession
 from .sessionstate import STATE, SessionState, session_state
 from .verbs import requested_verbs, run_verbs
@@ -42,11 +42,15 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """A main job in the checkout loads the suites' conftests only, not those of testpaths' ``tests/``."""
+    """A main job in the checkout loads the suites' conftests only, not those of testpaths' ``tests/``; one that
+    names the suites by ``--pyargs`` loads those of the modules it names, not those of the cwd's ``test*``."""
     early = EarlyOptions(early_config)
-    paths = main_job_paths(early, user_paths=bool(early_config.known_args_namespace.file_or_dir))  # type: ignore[arg-type]
+    namespace = early_config.known_args_namespace
+    paths = main_job_paths(early, user_paths=bool(namespace.file_or_dir))  # type: ignore[arg-type]
+    if paths is None and getattr(namespace, "pyargs", False) and main_job(early):  # type: ignore[arg-type]
+        paths = pyargs_anchors(namespace.file_or_dir) or None
     if paths:
-        early_config.known_args_namespace.file_or_dir = paths
+        namespace.file_or_dir = paths
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-html/junitxml read their output paths

@@ -57,6 +57,28 @@ def main_job_paths(config: pytest.Config, user_paths: bool) -> list[str] | None:
     return [str(suites)]
 
 
+def pyargs_anchors(names: Iterable[str]) -> list[str]:
+    """Where the modules a ``--pyargs`` run names live (a module's file, a package's directory), for pytest's
+    initial conftest discovery. When no argument is an existing path, pytest anchors that discovery at the cwd and
+    its ``test*`` directories: in the checkout, ``--pyargs pytest_slurmflox.suites`` loaded ``tests/conftest.py``,
+    the project's own test configuration (serial by default, and its skip guard failed the not-applicable checks).
+    Names that do not resolve are left out: pytest reports them when it collects."""
+    anchors = []
+    for name in names:
+        module = str(name).split("::", 1)[0]
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        locations = list(spec.submodule_search_locations or [])
+        where = locations[0] if locations else spec.origin
+        if where and Path(where).exists():
+            anchors.append(str(Path(where).resolve()))
+    return anchors
+
+
 def user_named_paths(config: pytest.Config) -> bool:
     """Whether the user named what to collect (paths, node ids, ``--pyargs`` modules), not testpaths or the cwd."""
     return config.args_source == pytest.Config.ArgsSource.ARGS

@@ -104,3 +104,35 @@ def test_the_main_job_in_the_checkout_never_imports_the_projects_tests(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert ids and all(line.startswith("suites/") for line in ids), ids[:5]
     assert "error" not in proc.stdout.lower().splitlines()[-1], proc.stdout[-500:]
+
+
+def test_pyargs_names_resolve_to_where_the_modules_live():
+    suites = REPO / "suites"
+    assert selection.pyargs_anchors(["pytest_slurmflox.suites"]) == [str(suites)]
+    assert selection.pyargs_anchors(["pytest_slurmflox.suites.test_t03_task_profile::test_x"]) == [
+        str(suites / "test_t03_task_profile.py")
+    ]
+    assert selection.pyargs_anchors(["no_such_module_here", "pytest_slurmflox.no_such"]) == []
+
+
+def test_the_customer_command_in_the_checkout_loads_no_conftest_of_the_projects_tests():
+    """``--pyargs pytest_slurmflox.suites`` names no path, so pytest anchored its conftest discovery at the cwd and
+    its ``test*`` directories: in the checkout that loaded ``tests/conftest.py``, whose serial default and skip guard
+    made the run serial and failed it on the not-applicable checks. Now the suites' conftest anchors it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMFLOX_", "WORKER_"))}
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "--pyargs", "pytest_slurmflox.suites", "-m", "T3"),
+            *("--collect-only", "-q", "--trace-config", "-p", "no:randomly"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    loaded = [line for line in proc.stdout.splitlines() if "PLUGIN registered" in line and "conftest" in line]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert any(str(REPO / "suites" / "conftest.py") in line for line in loaded), loaded
+    assert not any(str(REPO / "tests") in line for line in loaded), loaded
