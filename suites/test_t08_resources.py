@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+from collections.abc import Sequence
 
 import pytest
 
@@ -254,100 +255,137 @@ def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
 
 
 # ------------------------------------------------------------------------------------------------ stray processes
-#: How a job leaves a process behind: a plain background child, a daemon in its own session, an orphan of a double
-#: fork (reparented away from the job's process tree).
-DAEMONIZE = {
-    "background": "(exec -a {m} sleep 600) &",
-    "setsid": "setsid bash -c 'exec -a {m} sleep 600' </dev/null >/dev/null 2>&1 &",
-    "double-fork": "( (exec -a {m} sleep 600 </dev/null >/dev/null 2>&1 &) & )",
+#: How a job leaves a process behind, by what ends it: a ``child`` stays in the job's process tree (a plain
+#: background child: a process group already holds it); a ``detached`` one left it, as a daemon in its own session
+#: (``setsid``) or the orphan of a double fork (reparented away from the job): only a tracker that follows the job's
+#: cgroup ends those, so they are one check that a target declaring ``process-tracking`` unenforced SKIPs. The kinds
+#: of one check share one job: one step starts them on every worker, one step sees them, one step looks afterwards.
+KINDS: dict[str, dict[str, str]] = {
+    "child": {"background": "(exec -a {m} sleep 600) &"},
+    "detached": {
+        "setsid": "setsid bash -c 'exec -a {m} sleep 600' </dev/null >/dev/null 2>&1 &",
+        "double-fork": "( (exec -a {m} sleep 600 </dev/null >/dev/null 2>&1 &) & )",
+    },
 }
+#: How long the probe inside the job waits on each worker for the job's processes to appear (its tasks start them
+#: as they launch, which may follow the job's RUNNING by a moment), seconds.
+SEEN_WAIT = 15
+#: How long an "ended" job waits for the probe's release file before it ends anyway (its own bound, seconds).
+RELEASE_WAIT = 60
 
 
-def _look(marker: str, release: str = "") -> str:
-    """Shell text listing this worker's processes whose command line holds ``marker`` (``pid marker...`` lines), then
-    ``looked``; optionally touching ``release`` in the worker's /tmp first."""
-    touch = f"touch /tmp/{release}; " if release else ""
-    return f"{touch}pgrep -af -- {marker} | grep -v -e pgrep -e bash; echo looked"
+def _marked(base: str, how: str) -> str:
+    """The command-line marker of one kind's process (no kind's marker is a prefix of another's)."""
+    return f"{base}x{how.replace('-', '')}"
 
 
-def _seen(step, marker: str) -> dict[str, list[str]]:
-    """Worker -> the marked processes a probe step saw there (only workers where it saw one)."""
-    return {node: found for node, lines in step.lines.items() if (found := [line for line in lines if marker in line])}
+def _look(base: str, hows: Sequence[str] = (), release: str = "") -> str:
+    """Shell text printing this worker's processes whose command line holds ``base`` (``pid marker...`` lines),
+    then ``looked``. Given ``hows``, it first waits up to :data:`SEEN_WAIT` for a process of each, and touches
+    ``release`` in the worker's /tmp once all are there (an "ended" job's tasks then finish)."""
+    listing = f"pgrep -af -- {base} | grep -v -e pgrep -e bash"
+    if not hows:
+        return f"{listing}; echo looked"
+    kinds = " ".join(_marked(base, how) for how in hows)
+    wait = (
+        f"for _ in $(seq {SEEN_WAIT * 4}); do seen=$({listing}); n=0; "
+        f'for k in {kinds}; do case "$seen" in *"$k"*) n=$((n+1));; esac; done; '
+        f"[ $n -eq {len(hows)} ] && break; sleep 0.25; done; "
+    )
+    touch = f"[ $n -eq {len(hows)} ] && touch /tmp/{release}; " if release else ""
+    return f'{wait}{touch}[ -n "$seen" ] && printf "%s\\n" "$seen"; echo looked'
 
 
-def _probe(submit, workers, marker: str, release: str = "", job: str = ""):
-    """Every worker's processes holding ``marker``, seen in one step with a task on each worker.
+def _seen(step, base: str, hows: list[str]) -> dict[str, dict[str, list[str]]]:
+    """Worker -> kind -> the marked processes of that kind a probe step saw there (only what it saw)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for node, lines in step.lines.items():
+        for how in hows:
+            mine = [line for line in lines if _marked(base, how) in line]
+            if mine:
+                found.setdefault(node, {})[how] = mine
+    return found
 
-    While the job runs, the probe is a step inside that job (``--overlap``): it needs no free CPU on workers that
-    concurrent checks may have filled. Afterwards it is a job of its own on the CPUs the ended job gave back."""
-    return across(submit, workers, _look(marker, release), args=f"--jobid={job} --overlap" if job else "")
 
-
-def _kill_leftovers(submit, workers, seen: dict[str, list[str]]) -> None:
+def _kill_leftovers(submit, workers, seen: dict[str, dict[str, list[str]]]) -> None:
     """Best effort: end, by PID, what a failing check left on each worker (the test user's own processes)."""
-    pids = {node: [line.split()[0] for line in lines if line.split()[0].isdigit()] for node, lines in seen.items()}
-    arms = [(node, " ".join(p)) for node, p in pids.items() if p]
+    pids = {node: [line.split()[0] for lines in kinds.values() for line in lines] for node, kinds in seen.items()}
+    arms = [(node, " ".join(p for p in found if p.isdigit())) for node, found in pids.items()]
+    arms = [(node, p) for node, p in arms if p]
     if arms:
         across(submit, workers, ring_case(arms, lambda _node, p: f"kill -9 {p}"), timeout=job_timeout())
 
 
-#: How long an "ended" job waits for the probe's release file before it ends anyway (its own bound, seconds).
-RELEASE_WAIT = 60.0
-
-
-def _stray_job(submit, workers, marker: str, how: str, ending: str) -> str:
-    """A job with one task on every worker, each leaving a ``how`` process behind; "ended" tasks wait for their
-    worker's release file, "cancelled" ones sleep until cancelled."""
-    release = f".{marker}.release"
+def _stray_job(submit, workers, base: str, kind: str, ending: str) -> str:
+    """A job with one task on every worker, each leaving a process of every ``kind`` behind; "ended" tasks wait
+    for their worker's release file, "cancelled" ones sleep until cancelled."""
+    release = f".{base}.release"
     wait_released = (
-        f"for _ in $(seq {int(RELEASE_WAIT * 4)}); do [ -e /tmp/{release} ] && break; sleep 0.25; done; "
+        f"for _ in $(seq {RELEASE_WAIT * 4}); do [ -e /tmp/{release} ] && break; sleep 0.25; done; "
         f"rm -f /tmp/{release}"  # leave nothing on the worker
     )
-    task = f"{DAEMONIZE[how].format(m=marker)}\n{wait_released if ending == 'ended' else 'sleep 600'}\n"
+    start = "\n".join(line.format(m=_marked(base, how)) for how, line in KINDS[kind].items())
+    task = f"{start}\n{wait_released if ending == 'ended' else 'sleep 600'}\n"
     n = len(workers)
     script = f"#!/bin/bash\nsrun -N{n} -n{n} --ntasks-per-node=1 bash -c {shlex.quote(task)}\n"
-    return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=how)
+    return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=kind)
+
+
+def _by_worker(seen: dict[str, dict[str, list[str]]]) -> str:
+    return "; ".join(
+        f"{node} still runs {how} {lines}" for node, kinds in sorted(seen.items()) for how, lines in kinds.items()
+    )
 
 
 @pytest.mark.parametrize("ending", ["ended", "cancelled"])
-@pytest.mark.parametrize("how", list(DAEMONIZE))
-def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, how, ending):
-    """On every worker at once (one job with a task on each): a process the job left is seen while it runs
-    (control), and none is left once Slurm says the job is over (its COMPLETING phase done): one seen then is a
-    FAIL at once, naming the worker, not after a grace period."""
-    if how != "background":  # a process group (proctrack/pgid) holds a background child, not these
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, kind, ending):
+    """On every worker at once (one job with a task on each): the processes the job left (a background child; or a
+    setsid daemon and a double-forked orphan) are seen while it runs (control), and none is left once Slurm says
+    the job is over (its COMPLETING phase done): one seen then is a FAIL at once, naming the worker and the kind, not
+    after a grace period."""
+    if kind == "detached":  # a process group (proctrack/pgid) holds a background child, not these
         require_enforced(target, "process-tracking")
+    hows = list(KINDS[kind])
+    label = " or ".join(hows)
     # a nonce of its own: a run id may be reused (--slurmflox-run-id), and a release file an earlier run left would
     # end this job at once (seen: every "ended" case FAILED when a benchmark repeated its run ids)
-    marker = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{how.replace('-', '')}{ending}"
-    job = _stray_job(submit, workers, marker, how, ending)
+    base = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{ending}"
+    job = _stray_job(submit, workers, base, kind, ending)
     # a job that ends before it was seen running fails here at once, not after the wait's timeout
     started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
-    requirement(started.state == "RUNNING", f"the job that starts a {how} process on every worker runs", str(started))
-    seen = _probe(submit, workers, marker, job=job)
-    for _ in range(20):  # the tasks may not have started their daemons yet
-        if set(_seen(seen, marker)) == set(workers):
-            break
-        seen = _probe(submit, workers, marker, job=job)
-    missing = sorted(set(workers) - set(_seen(seen, marker)))
+    requirement(started.state == "RUNNING", f"the job that starts a {label} process on every worker runs", str(started))
+    # one step inside the job (--overlap: it needs no free CPU on workers concurrent checks may have filled) waits on
+    # each worker for every kind, then releases an "ended" job's task there
+    release = f".{base}.release" if ending == "ended" else ""
+    seen = across(
+        submit, workers, _look(base, hows, release), args=f"--jobid={job} --overlap", timeout=job_timeout(SEEN_WAIT)
+    )
+    found = _seen(seen, base, hows)
+    missing = [
+        f"{node} ({', '.join(h for h in hows if h not in found.get(node, {}))})"
+        for node in sorted(workers)
+        if set(found.get(node, {})) != set(hows)
+    ]
     requirement(
-        not missing, f"while the job runs, the probe sees its {how} process on every worker {missing}", seen.result
+        not missing,
+        f"while the job runs, the probe sees its {label} process on every worker: not on {missing}",
+        seen.result,
     )
     if ending == "ended":
-        _probe(submit, workers, marker, release=f".{marker}.release", job=job)
         state = submit.wait(job, timeout=job_timeout(RELEASE_WAIT))[job]
-        requirement(state.state == "COMPLETED", f"the job that leaves a {how} process completed", str(state))
+        requirement(state.state == "COMPLETED", f"the job that leaves a {label} process completed", str(state))
     else:
         submit.slurm.cancel(job).check()
         submit.wait(job, timeout=job_timeout())
-    left = _probe(submit, workers, marker)
-    survivors = _seen(left, marker)
+    left = across(submit, workers, _look(base))
+    survivors = _seen(left, base, hows)
     if survivors:
         _kill_leftovers(submit, workers, survivors)
     requirement(
         left.result.ok and not left.missing and not survivors,
-        f"no {how} process of the {ending} job survives it on any worker: "
-        + "; ".join(f"{node} still runs {lines}" for node, lines in sorted(survivors.items()))
+        f"no {label} process of the {ending} job survives it on any worker: "
+        + _by_worker(survivors)
         + "".join(f"; {node} did not answer" for node in left.missing),
         left.result,
     )
