@@ -33,6 +33,9 @@ LONG_WAIT = "long_wait"
 #: for it: every check submitted after it waited (in CI, T7's scancel and hold/release past their pass, on healthy
 #: clusters), until the time-limit job it waits for ended.
 WHOLE_COHORT = "whole_cohort"
+#: The marker of a check that judges an observation a sibling check makes once in the run (suites/_shared.py): it
+#: runs after the other short checks, so it finds the observation made instead of waiting on the run's lock for it.
+JUDGES_SHARED = "judges_shared"
 
 #: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (README
 #: "Speed"): two xdist workers keep the time-limit wait and the other checks side by side; more add start-up cost
@@ -42,18 +45,19 @@ AUTO_WORKERS = 2
 
 def _place(item: Any) -> int:
     if item.get_closest_marker(WHOLE_COHORT) is not None:
-        return 3
+        return 4
     if item.get_closest_marker(EARLY) is not None:
-        return 2
+        return 3
     mark = item.get_closest_marker(LONG_WAIT)
     if mark is None:
-        return 1
-    return 2 if mark.kwargs.get("early") is not None else 0
+        return 2 if item.get_closest_marker(JUDGES_SHARED) is not None else 1
+    return 3 if mark.kwargs.get("early") is not None else 0
 
 
 def order_long_waits(items: list[Any]) -> None:
-    """In place: long waits first, long waits with an early job after the rest, checks that hold the whole cohort
-    last; each part in pytest's order (a stable sort)."""
+    """In place: long waits first, then the short checks, those judging a sibling's observation after them, long
+    waits with an early job after the rest, checks that hold the whole cohort last; each part in pytest's order (a
+    stable sort)."""
     items.sort(key=_place)
 
 

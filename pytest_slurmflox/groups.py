@@ -50,6 +50,8 @@ MARKERS = {
     "and the check, run last, judges what Slurm did (pytest_slurmflox/early.py)",
     "whole_cohort": "holds every worker at once (an exclusive step across the cohort): runs after every other check, "
     "so its pending allocation never holds another check's job behind it",
+    "judges_shared": "judges an observation a sibling check makes once in the run (suites/_shared.py): runs after "
+    "the other short checks, so it finds the observation made",
     "destructive": "mutates or disrupts the worker deployment; runs only when asked for",
     "needs_kube": "needs the target's Kubernetes API (SKIPs naming it otherwise)",
     "needs_flox": "needs the Flox containerd shim (SKIPs naming it otherwise)",

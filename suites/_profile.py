@@ -1,7 +1,8 @@
 """The worker's task profile (provision/README.md), read by a task on each worker.
 
 Why a module of its own: T3, T11 and T2's store check read the same files from the same place; their names and
-the reading script are spelled once, here.
+the reading script are spelled once, here. T3's checks and T11's revision check judge one reading per run
+(:func:`profiles_once`, suites/_shared.py): the files are the same whichever requirement reads them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from collections.abc import Iterable
 
 from pytest_slurmflox.run import Result
 
-from ._marks import on_each, per_node
+from ._marks import Marked, on_each, per_node
+from ._shared import observe_once
 
 #: Files of the task profile (provision/README.md); ``revision`` is the completion marker.
 PROFILE_FILES = (
@@ -29,6 +31,18 @@ PROFILE_DIR = "/run/flox-task-profile/current"
 
 def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
     """The task profile of every node, read by a task on that node: node -> file -> lines."""
+    res = _read_step(jobs, nodes)
+    return _parse(res), res
+
+
+def profiles_once(request, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
+    """:func:`read_profiles`, read once in the run: the first check to ask reads, the others judge that reading."""
+    res = observe_once(request, "task-profiles", lambda: {"step": _read_step(jobs, nodes)})["step"]
+    return _parse(res), res
+
+
+def _read_step(jobs, nodes: Iterable[str]) -> Marked:
+    """One step on every node printing ``file<TAB>line`` for each profile file (``MISSING<TAB>file`` if absent)."""
     script = (
         # no profile directory at all: every file is missing (said as such, never a shell error taken for a file)
         f"cd {PROFILE_DIR} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
@@ -37,7 +51,10 @@ def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[
         'if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\t%s\\n\' "$f" "$l"; done < "$f";'
         " printf '%s\\t\\n' \"$f\"; else printf 'MISSING\\t%s\\n' \"$f\"; fi; done"
     )
-    res = on_each(jobs, nodes, script)
+    return on_each(jobs, nodes, script)
+
+
+def _parse(res: Marked) -> dict[str, dict[str, list[str]]]:
     profiles: dict[str, dict[str, list[str]]] = {}
     for node, lines in per_node(res).items():
         files: dict[str, list[str]] = {}
@@ -52,4 +69,4 @@ def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[
             if value:
                 files[name].append(value)
         profiles[node] = files
-    return profiles, res
+    return profiles

@@ -23,15 +23,17 @@ from pytest_slurmflox.expectations import expected_exports, expected_revision
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
 from ._capability import declared, requirement
-from ._profile import read_profiles
+from ._profile import profiles_once
 from ._records import runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 
 
 @pytest.fixture
-def profiles(submit, workers):
-    return read_profiles(submit, workers)
+def profiles(request, submit, workers):
+    """Every worker's profile as its task reads it: one reading in the run, judged by each check here and by T11's
+    revision check (suites/_shared.py)."""
+    return profiles_once(request, submit, workers)
 
 
 def test_profile_is_complete_on_every_worker(profiles, workers):

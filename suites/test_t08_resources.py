@@ -24,6 +24,8 @@ from pytest_slurmflox.waits import job_timeout, queue_timeout
 
 from ._capability import declared, require_enforced, requirement
 from ._cohort import across, ring_case
+from ._marks import per_node
+from ._shared import observe_once
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T8]
 
@@ -258,8 +260,8 @@ def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
 #: How a job leaves a process behind, by what ends it: a ``child`` stays in the job's process tree (a plain
 #: background child: a process group already holds it); a ``detached`` one left it, as a daemon in its own session
 #: (``setsid``) or the orphan of a double fork (reparented away from the job): only a tracker that follows the job's
-#: cgroup ends those, so they are one check that a target declaring ``process-tracking`` unenforced SKIPs. The kinds
-#: of one check share one job: one step starts them on every worker, one step sees them, one step looks afterwards.
+#: cgroup ends those, so they are one check that a target declaring ``process-tracking`` unenforced SKIPs. Every kind
+#: shares one job per ending: one step starts them on every worker, one step sees them, one step looks afterwards.
 KINDS: dict[str, dict[str, str]] = {
     "child": {"background": "(exec -a {m} sleep 600) &"},
     "detached": {
@@ -296,10 +298,11 @@ def _look(base: str, hows: Sequence[str] = (), release: str = "") -> str:
     return f'{wait}{touch}[ -n "$seen" ] && printf "%s\\n" "$seen"; echo looked'
 
 
-def _seen(step, base: str, hows: list[str]) -> dict[str, dict[str, list[str]]]:
-    """Worker -> kind -> the marked processes of that kind a probe step saw there (only what it saw)."""
+def _seen(by_node: dict[str, list[str]], base: str, hows: list[str]) -> dict[str, dict[str, list[str]]]:
+    """Worker -> kind -> the marked processes of that kind a probe step saw there (its lines ``by_node``; only what
+    it saw)."""
     found: dict[str, dict[str, list[str]]] = {}
-    for node, lines in step.lines.items():
+    for node, lines in by_node.items():
         for how in hows:
             mine = [line for line in lines if _marked(base, how) in line]
             if mine:
@@ -316,19 +319,20 @@ def _kill_leftovers(submit, workers, seen: dict[str, dict[str, list[str]]]) -> N
         across(submit, workers, ring_case(arms, lambda _node, p: f"kill -9 {p}"), timeout=job_timeout())
 
 
-def _stray_job(submit, workers, base: str, kind: str, ending: str) -> str:
-    """A job with one task on every worker, each leaving a process of every ``kind`` behind; "ended" tasks wait
-    for their worker's release file, "cancelled" ones sleep until cancelled."""
+def _stray_job(submit, workers, base: str, hows: list[str], ending: str) -> str:
+    """A job with one task on every worker, each leaving a process of every one of ``hows`` behind; "ended" tasks
+    wait for their worker's release file, "cancelled" ones sleep until cancelled."""
     release = f".{base}.release"
     wait_released = (
         f"for _ in $(seq {RELEASE_WAIT * 4}); do [ -e /tmp/{release} ] && break; sleep 0.25; done; "
         f"rm -f /tmp/{release}"  # leave nothing on the worker
     )
-    start = "\n".join(line.format(m=_marked(base, how)) for how, line in KINDS[kind].items())
+    lines = {how: line for kind in KINDS.values() for how, line in kind.items()}
+    start = "\n".join(lines[how].format(m=_marked(base, how)) for how in hows)
     task = f"{start}\n{wait_released if ending == 'ended' else 'sleep 600'}\n"
     n = len(workers)
     script = f"#!/bin/bash\nsrun -N{n} -n{n} --ntasks-per-node=1 bash -c {shlex.quote(task)}\n"
-    return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=kind)
+    return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=ending)
 
 
 def _by_worker(seen: dict[str, dict[str, list[str]]]) -> str:
@@ -337,55 +341,78 @@ def _by_worker(seen: dict[str, dict[str, list[str]]]) -> str:
     )
 
 
-@pytest.mark.parametrize("ending", ["ended", "cancelled"])
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_no_process_of_a_job_survives_it(submit, target, workers, run_id, kind, ending):
-    """On every worker at once (one job with a task on each): the processes the job left (a background child; or a
-    setsid daemon and a double-forked orphan) are seen while it runs (control), and none is left once Slurm says
-    the job is over (its COMPLETING phase done): one seen then is a FAIL at once, naming the worker and the kind, not
-    after a grace period."""
-    if kind == "detached":  # a process group (proctrack/pgid) holds a background child, not these
-        require_enforced(target, "process-tracking")
-    hows = list(KINDS[kind])
-    label = " or ".join(hows)
+def _stray_case(submit, workers, run_id: str, hows: list[str], ending: str) -> dict:
+    """What one job leaving a process of every kind in ``hows`` on every worker showed, before and after it
+    ``ending``: only observations (states, steps, what each probe saw), judged per kind by the checks."""
     # a nonce of its own: a run id may be reused (--slurmflox-run-id), and a release file an earlier run left would
     # end this job at once (seen: every "ended" case FAILED when a benchmark repeated its run ids)
     base = f"sfxstray{run_id.replace('-', '')[-10:]}{secrets.token_hex(3)}{ending}"
-    job = _stray_job(submit, workers, base, kind, ending)
-    # a job that ends before it was seen running fails here at once, not after the wait's timeout
+    job = _stray_job(submit, workers, base, hows, ending)
+    # a job that ends before it was seen running fails at once, not after the wait's timeout
     started = submit.slurm.wait([job], until=frozenset({"RUNNING"}) | TERMINAL_STATES, timeout=job_timeout())[job]
-    requirement(started.state == "RUNNING", f"the job that starts a {label} process on every worker runs", str(started))
+    case: dict = {"base": base, "hows": hows, "started": str(started), "running": started.state == "RUNNING"}
+    if not case["running"]:
+        return case
     # one step inside the job (--overlap: it needs no free CPU on workers concurrent checks may have filled) waits on
     # each worker for every kind, then releases an "ended" job's task there
     release = f".{base}.release" if ending == "ended" else ""
     seen = across(
         submit, workers, _look(base, hows, release), args=f"--jobid={job} --overlap", timeout=job_timeout(SEEN_WAIT)
     )
-    found = _seen(seen, base, hows)
+    case["seen"] = seen.result
+    if ending == "ended":
+        state = submit.wait(job, timeout=job_timeout(RELEASE_WAIT))[job]
+        case["ended"], case["completed"] = str(state), state.state == "COMPLETED"
+    else:
+        submit.slurm.cancel(job).check()
+        submit.wait(job, timeout=job_timeout())
+    left = across(submit, workers, _look(base))
+    case["left"], case["left_missing"] = left.result, left.missing
+    survivors = _seen(left.lines, base, hows)
+    if survivors:
+        _kill_leftovers(submit, workers, survivors)
+    return case
+
+
+#: The kinds as parameters: a detached check judges the job the child check makes first (placed after it, it does not
+#: wait on the run's lock for it).
+_KIND_PARAMS = [pytest.param(k, marks=[] if k == "child" else [pytest.mark.judges_shared]) for k in KINDS]
+
+
+@pytest.mark.parametrize("ending", ["ended", "cancelled"])
+@pytest.mark.parametrize("kind", _KIND_PARAMS)
+def test_no_process_of_a_job_survives_it(request, submit, target, workers, run_id, kind, ending):
+    """On every worker at once (one job with a task on each): the processes the job left (a background child; or a
+    setsid daemon and a double-forked orphan) are seen while it runs (control), and none is left once Slurm says
+    the job is over (its COMPLETING phase done): one seen then is a FAIL at once, naming the worker and the kind, not
+    after a grace period. Both kinds are left by the same job, made once per ending in the run and judged here per
+    kind (suites/_shared.py): two jobs instead of four."""
+    if kind == "detached":  # a process group (proctrack/pgid) holds a background child, not these
+        require_enforced(target, "process-tracking")
+    kinds = [k for k in KINDS if k == "child" or not target.spec.limitations.get("process-tracking")]
+    all_hows = [how for k in kinds for how in KINDS[k]]
+    case = observe_once(request, f"t8-stray-{ending}", lambda: _stray_case(submit, workers, run_id, all_hows, ending))
+    hows = list(KINDS[kind])
+    label = " or ".join(hows)
+    requirement(case["running"], f"the job that starts a {label} process on every worker runs", case["started"])
+    base, seen = case["base"], case["seen"]
+    found = _seen(per_node(seen), base, hows)
     missing = [
         f"{node} ({', '.join(h for h in hows if h not in found.get(node, {}))})"
         for node in sorted(workers)
         if set(found.get(node, {})) != set(hows)
     ]
     requirement(
-        not missing,
-        f"while the job runs, the probe sees its {label} process on every worker: not on {missing}",
-        seen.result,
+        not missing, f"while the job runs, the probe sees its {label} process on every worker: not on {missing}", seen
     )
     if ending == "ended":
-        state = submit.wait(job, timeout=job_timeout(RELEASE_WAIT))[job]
-        requirement(state.state == "COMPLETED", f"the job that leaves a {label} process completed", str(state))
-    else:
-        submit.slurm.cancel(job).check()
-        submit.wait(job, timeout=job_timeout())
-    left = across(submit, workers, _look(base))
-    survivors = _seen(left, base, hows)
-    if survivors:
-        _kill_leftovers(submit, workers, survivors)
+        requirement(case["completed"], f"the job that leaves a {label} process completed", case["ended"])
+    left = case["left"]
+    survivors = _seen(per_node(left), base, hows)
     requirement(
-        left.result.ok and not left.missing and not survivors,
+        left.ok and not case["left_missing"] and not survivors,
         f"no {label} process of the {ending} job survives it on any worker: "
         + _by_worker(survivors)
-        + "".join(f"; {node} did not answer" for node in left.missing),
-        left.result,
+        + "".join(f"; {node} did not answer" for node in case["left_missing"]),
+        left,
     )

@@ -18,7 +18,7 @@ from pytest_slurmflox.expectations import expected_revision
 from pytest_slurmflox.gates import require
 
 from ._capability import declared, requirement
-from ._profile import read_profiles
+from ._profile import profiles_once
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
 
@@ -45,9 +45,9 @@ def test_declared_revision_is_the_one_the_settings_compute(expect, revision, tar
     )
 
 
-def test_every_task_profile_reports_the_expected_revision(submit, workers, revision, target):
+def test_every_task_profile_reports_the_expected_revision(request, submit, workers, revision, target):
     declared(target, *REVISION_INPUTS)
-    profiles, res = read_profiles(submit, workers)
+    profiles, res = profiles_once(request, submit, workers)  # the reading T3 judges too
     for node in workers:
         got = profiles.get(node, {}).get("revision")
         requirement(got == [revision], f"{node}'s profile reports {revision} (it reports {got})", res)

@@ -16,6 +16,10 @@ pytestmark = pytest.mark.acceptance
 @pytest.mark.whole_cohort
 def test_whole(): pass
 
+@pytest.mark.T8
+@pytest.mark.judges_shared
+def test_judge(): pass
+
 @pytest.mark.T7
 def test_a(): pass
 
@@ -37,6 +41,7 @@ def test_early(): pass
 
 
 def test_long_waits_first_early_jobs_then_whole_cohort_checks_last_the_rest_in_order(pytester: pytest.Pytester):
+    """A check judging a sibling's observation (suites/_shared.py) runs after the other short checks."""
     pytester.makepyfile(test_checks=CHECKS)
     result = pytester.runpytest("-m", "acceptance", "-v", "-p", "no:randomly")
     result.stdout.fnmatch_lines(
@@ -44,6 +49,7 @@ def test_long_waits_first_early_jobs_then_whole_cohort_checks_last_the_rest_in_o
             "*::test_long PASSED*",
             "*::test_a PASSED*",
             "*::test_b PASSED*",
+            "*::test_judge PASSED*",
             "*::test_chain PASSED*",
             "*::test_early PASSED*",
             "*::test_whole PASSED*",
