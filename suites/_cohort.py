@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pytest_slurmflox.run import Result
 
 from ._marks import Marked, _q, on_each, per_node
+from ._shared import observe_once
 
 #: Base states of a worker that serves (sinfo ``%T``, lower case).
 SERVING = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
@@ -186,3 +187,9 @@ def local_accounts(jobs, nodes: Sequence[str], queries: list[tuple[str, str]]) -
         return "; ".join(problems) or None
 
     return step.wrong(judge), answered, step
+
+
+def task_identities(request, jobs, nodes: Sequence[str]) -> Marked:
+    """``id`` in a task on every worker, one step read once in the run (suites/_shared.py): T10 judges the uid a
+    task runs as, TI the whole identity (numbers and names), each against its own expectation."""
+    return observe_once(request, "task-identities", lambda: {"step": on_each(jobs, nodes, "id")})["step"]

@@ -15,6 +15,7 @@ declared worker label and taint (the reference's own on a target a substrate wro
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -27,18 +28,23 @@ from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, declared_nodeset, requirement
-from ._cohort import across
+from ._cohort import across, task_identities
 from ._marks import _q, on_each, per_node
 from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
 
 
-def test_tasks_run_as_the_user_not_root(submit, workers, login):
+def test_tasks_run_as_the_user_not_root(request, submit, workers, login):
     me = login.run("id -u").check().stdout.strip()
-    res = on_each(submit, workers, "id -u")
-    uids = {uid for lines in per_node(res).values() for uid in lines}
-    requirement(res.ok and uids == {me} and me != "0", f"every task runs as uid {me}", res)
+    res = task_identities(request, submit, workers)  # the step TI's identity check judges too
+    seen = per_node(res)
+    problems = ["the login user itself is root"] if me == "0" else []
+    for node in workers:
+        uids = [uid for line in seen.get(node, []) for uid in re.findall(r"^uid=(\d+)", line)]
+        if uids != [me]:
+            problems.append(f"{node}: a task there runs as uid {', '.join(uids)}" if uids else f"{node}: no answer")
+    requirement(res.ok and not problems, f"every task runs as uid {me}, not root: " + "; ".join(problems), res)
 
 
 def test_tasks_cannot_read_node_secrets(submit, workers, target, login):

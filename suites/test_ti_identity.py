@@ -18,8 +18,8 @@ import pytest
 from pytest_slurmflox.declared import HOME, IDENTITY
 
 from ._capability import declared, requirement
-from ._cohort import across, local_accounts
-from ._marks import _q, on_each, per_node
+from ._cohort import across, local_accounts, task_identities
+from ._marks import _q, per_node
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -28,10 +28,10 @@ def _id_fields(text: str) -> dict[str, str]:
     return dict(re.findall(r"(uid|gid|groups)=(\S+)", text))
 
 
-def test_task_identity_matches_the_login_identity(submit, workers, login, target):
+def test_task_identity_matches_the_login_identity(request, submit, workers, login, target):
     declared(target, *IDENTITY)
     at_login = login.run("id").check()
-    res = on_each(submit, workers, "id")
+    res = task_identities(request, submit, workers)  # the step T10's uid check judges too
     seen = per_node(res)
     lines = [text for node_lines in seen.values() for text in node_lines]
     requirement(res.ok and len(lines) == len(workers), "id ran on every worker", res)
