@@ -29,7 +29,7 @@ from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirect
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import across, task_identities
-from ._marks import _q, on_each, per_node
+from ._marks import Mark, _q, per_node
 from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
@@ -104,19 +104,22 @@ FORBIDDEN_WORDS = ("TOKEN",)
 
 
 def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
+    """One step on every worker, ``--export=NONE`` (whatever the task has, the worker side gave it): no credential
+    file it can read, and no credential variable in its environment block."""
+    mark = Mark.new()
     files = " ".join(POD_SECRETS)
-    script = (
-        f"for f in {files}; do if [ -e $f ] && head -c1 $f >/dev/null 2>&1; then echo READABLE:$f; fi; done; "
-        "echo checked"
+    script = (  # absolute paths: under --export=NONE the task has no PATH
+        f"for f in {files}; do if [ -e $f ] && /usr/bin/head -c1 $f >/dev/null 2>&1; then "
+        f"{mark.echo('READABLE $SLURMD_NODENAME: $f')}; fi; done; {mark.echo('checked')}; {ENVIRON_PROBE}"
     )
-    res = on_each(submit, workers, script)
-    own = res.own_text
-    requirement(res.ok and own.count("checked") == len(workers), "the probe ran on every worker", res)
-    requirement("READABLE" not in own, "no pod or FloxHub credential file is readable by a task", res)
     env = submit.srun(
         f"-N{len(workers)} -n{len(workers)} --ntasks-per-node=1 -w {','.join(workers)} --export=NONE",
-        "/bin/bash -c " + _q(ENVIRON_PROBE),  # NONE: whatever the task has, the worker side gave it
+        "/bin/bash -c " + _q(script),
     )
+    own = mark.lines(env.stdout)
+    requirement(env.ok and own.count("checked") == len(workers), "the probe ran on every worker", env)
+    readable = [line.removeprefix("READABLE ") for line in own if line.startswith("READABLE ")]
+    requirement(not readable, f"no pod or FloxHub credential file is readable by a task: {readable}", env)
     found = environs(env.stdout)
     facts = SlurmFacts.read(submit.login)
     odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=True)
