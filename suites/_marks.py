@@ -61,10 +61,6 @@ class Marked(Result):
     def own(self) -> list[str]:
         return Mark(self.nonce).lines(self.stdout)
 
-    @property
-    def own_text(self) -> str:
-        return "\n".join(self.own)
-
 
 def marked(result: Result, mark: Mark) -> Marked:
     return Marked(**{f.name: getattr(result, f.name) for f in fields(Result)}, nonce=mark.nonce)

@@ -1,14 +1,15 @@
-"""An observation several checks judge is made once in a run, and each check shows it as evidence (suites/_shared.py)."""
+"""An observation several checks judge is made once in a run, and each check shows it as evidence
+(suites/_shared.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-
-from pytest_slurmflox.run import Result
 from pytest_slurmflox.suites._marks import Marked
 from pytest_slurmflox.suites._shared import decode, encode, results
+
+from pytest_slurmflox.run import Result
 
 
 def test_results_survive_the_record_as_themselves():
