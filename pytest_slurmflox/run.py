@@ -109,7 +109,9 @@ def finish(
     observer: Observer | None, command: str, where: str, user: str, rc: int, out: str, err: str, t0: float
 ) -> Result:
     """The one way a runner turns an outcome into a :class:`Result` and hands it to the observer."""
-    result = Result(command, where, user, rc, out, err, time.monotonic() - t0, started=time.time())
+    took = time.monotonic() - t0
+    # when it started, on the wall clock (the evidence's and the timeline's); it used to be when it finished
+    result = Result(command, where, user, rc, out, err, took, started=time.time() - took)
     if observer is not None:
         observer(result)
     return result

@@ -3,6 +3,7 @@ status, and every runner reports through the same observer."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from hostile import HOSTILE
@@ -79,3 +80,12 @@ def test_slurm_client_arguments_reach_the_command_as_single_words(tmp_path: Path
     assert words[:7] == [str(tmp_path / "squeue"), "-h", "-t", "all", "-o", JOB_FORMAT, "-j"]
     assert "reason=maintenance; $(touch x) `id`" in words
     assert not (tmp_path / "x").exists()
+
+
+def test_a_result_records_when_its_command_started():
+    """The evidence's and the timeline's ``started`` is the command's start on the wall clock, not its end (a 0.5 s
+    command used to look as if it began when it had finished)."""
+    before = time.time()
+    result = LocalRunner().run("sleep 0.5").check()
+    assert before - 0.05 <= result.started <= before + 0.2
+    assert result.duration >= 0.5
