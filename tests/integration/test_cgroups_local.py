@@ -66,6 +66,13 @@ class UnconstrainedCores(LocalCluster):
         return dataclasses.replace(super().cgroup_conf(support), constrain_cores=False)
 
 
+class UnconstrainedMemory(LocalCluster):
+    """Mutation: ConstrainRAMSpace=no and ConstrainSwapSpace=no (Slurm still accounts --mem, nothing enforces it)."""
+
+    def cgroup_conf(self, support: cgroups.Support) -> slurmconf.CgroupConf:
+        return dataclasses.replace(super().cgroup_conf(support), constrain_ram=False, constrain_swap=False)
+
+
 def _t8(deployment, *select: str) -> Run:
     return run_pytest(deployment["home"], "-m", "T8", *select, *deployment["common"], timeout=900)
 
@@ -168,6 +175,20 @@ def test_constrain_cores_no_fails_t8_cpu_binding_then_restored_passes(deployment
     assert any("cannot move itself to a CPU outside its allocation" in m for _, m in run.cases.values()), run.output
     again = _t8(deployment, "-k", "confined")
     assert _failed(again) == [] and again.outcomes("passed"), again.output[-4000:]
+
+
+def test_constrain_ram_no_fails_t8_memory_limit_then_restored_passes(deployment):
+    """The memory check has teeth: with RAM unconstrained, a 512 MiB buffer in a --mem=64 task is not killed."""
+    _substrate(deployment, UnconstrainedMemory).up()
+    try:
+        run = _t8(deployment, "-k", "memory")
+    finally:
+        _substrate(deployment).up()
+    failed = [f.rsplit("::", 1)[-1] for f in _failed(run)]
+    assert failed == ["test_job_beyond_its_memory_is_killed_out_of_memory"], run.output[-4000:]
+    assert any("a task that uses 512 MiB with --mem=64 was not killed" in m for _, m in run.cases.values()), run.output
+    again = _t8(deployment, "-k", "memory")
+    assert _failed(again) == [] and len(again.outcomes("passed")) == 2, again.output[-4000:]
 
 
 def test_declared_limitations_skip_their_checks_naming_them(deployment, tmp_path):
