@@ -36,15 +36,17 @@ FAILHOOK = "local/failhook:1"
 WINDOW = 8.0
 
 
-def _never_registers(target, name: str, ref: str, until: float) -> None:
-    """FAILs the moment ``name`` appears in sinfo; passes when it stayed out until ``until`` (monotonic)."""
+def _never_registers(target, name: str, ref: str, started: float, window: float = WINDOW) -> None:
+    """FAILs the moment ``name`` appears in sinfo; passes when it stayed out for ``window`` seconds since
+    ``started`` (monotonic: when the worker was started)."""
 
     def absent() -> None:
         res = target.login.run("sinfo -h -N -o %N")
         requirement(name not in res.stdout.split(), f"{name} (runtime {ref}) never appears in sinfo", res)
 
+    left = max(0.0, window - (time.monotonic() - started))
     with contextlib.suppress(WaitTimedOut):  # the time is up with the worker never seen: the pass
-        poll(absent, what=f"{name} kept out of sinfo", timeout=max(0.0, until - time.monotonic()), interval=1)
+        poll(absent, what=f"{name} kept out of sinfo", timeout=left, interval=1)
 
 
 def test_unrealizable_worker_never_registers(target, submit, workers):
@@ -52,12 +54,13 @@ def test_unrealizable_worker_never_registers(target, submit, workers):
     name = "tfprobe"
     info = None
     try:
-        until = time.monotonic() + WINDOW
+        started = time.monotonic()
         try:
             info = target.pool.start_isolated_worker(name, BROKEN)
         except Exception as exc:  # realization failure surfaces here on the local substrate
             info = exc
-        _never_registers(target, name, BROKEN, until=0)  # one look now: a worker listed already FAILs at once
+        # one look now: a worker listed already FAILs at once
+        _never_registers(target, name, BROKEN, started, window=0)
         phase = target.pool.phase(name)
         requirement(
             phase.startswith("failed: realization") and "broken-tool" in phase,
@@ -78,7 +81,7 @@ def test_unrealizable_worker_never_registers(target, submit, workers):
         )
         # the window runs beside the cohort's step (#29: it was 8 s before the step): a node that registered
         # meanwhile is still listed at the next look
-        _never_registers(target, name, BROKEN, until)
+        _never_registers(target, name, BROKEN, started)
     finally:
         target.pool.stop_isolated_worker(name)
 
@@ -87,7 +90,7 @@ def test_worker_whose_initializer_fails_never_starts_slurmd(target, workers):
     require(target, "isolated-worker")
     name = "tfhook"
     try:
-        until = time.monotonic() + WINDOW
+        started = time.monotonic()
         info = target.pool.start_isolated_worker(name, FAILHOOK)
         requirement(not info.ready, f"{name} (runtime {FAILHOOK}) is not ready", str(info))
         phase = target.pool.phase(name)
@@ -96,6 +99,6 @@ def test_worker_whose_initializer_fails_never_starts_slurmd(target, workers):
             f"{name}'s own node init stopped at the task-profile initializer, before slurmd",
             f"phase: {phase}",
         )
-        _never_registers(target, name, FAILHOOK, until)
+        _never_registers(target, name, FAILHOOK, started)
     finally:
         target.pool.stop_isolated_worker(name)
