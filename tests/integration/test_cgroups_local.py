@@ -81,6 +81,15 @@ def _failed(run: Run) -> list[str]:
     return run.outcomes("failure") + run.outcomes("error")
 
 
+def _t8_under(deployment, mutation: type[LocalCluster], *select: str) -> Run:
+    """T8 (``select``) run on the cluster restarted with ``mutation``; the healthy cluster is back afterwards."""
+    _substrate(deployment, mutation).up()
+    try:
+        return _t8(deployment, *select)
+    finally:
+        _substrate(deployment).up()
+
+
 def test_t8_passes_on_a_healthy_local_cluster(deployment):
     run = deployment["first"]
     print(run.output[-3000:])
@@ -147,11 +156,7 @@ def test_setsid_daemon_of_a_job_does_not_survive_it(deployment):
 
 
 def test_proctrack_pgid_fails_t8_setsid_then_restored_passes(deployment):
-    _substrate(deployment, PgidWorkers).up()
-    try:
-        run = _t8(deployment, "-k", "survives_it")
-    finally:
-        _substrate(deployment).up()
+    run = _t8_under(deployment, PgidWorkers, "-k", "survives_it")
     failed = sorted(f.rsplit("::", 1)[-1] for f in _failed(run))
     # the detached kinds' check FAILs, both endings, naming the setsid daemon (a process group holds the double-forked
     # orphan and the background child: those pass)
@@ -166,11 +171,7 @@ def test_proctrack_pgid_fails_t8_setsid_then_restored_passes(deployment):
 
 
 def test_constrain_cores_no_fails_t8_cpu_binding_then_restored_passes(deployment):
-    _substrate(deployment, UnconstrainedCores).up()
-    try:
-        run = _t8(deployment, "-k", "confined")
-    finally:
-        _substrate(deployment).up()
+    run = _t8_under(deployment, UnconstrainedCores, "-k", "confined")
     assert [f.rsplit("::", 1)[-1] for f in _failed(run)] == ["test_job_is_confined_to_its_allocated_cpus"], run.output
     assert any("cannot move itself to a CPU outside its allocation" in m for _, m in run.cases.values()), run.output
     again = _t8(deployment, "-k", "confined")
@@ -179,11 +180,7 @@ def test_constrain_cores_no_fails_t8_cpu_binding_then_restored_passes(deployment
 
 def test_constrain_ram_no_fails_t8_memory_limit_then_restored_passes(deployment):
     """The memory check has teeth: with RAM unconstrained, a 512 MiB buffer in a --mem=64 task is not killed."""
-    _substrate(deployment, UnconstrainedMemory).up()
-    try:
-        run = _t8(deployment, "-k", "memory")
-    finally:
-        _substrate(deployment).up()
+    run = _t8_under(deployment, UnconstrainedMemory, "-k", "memory")
     failed = [f.rsplit("::", 1)[-1] for f in _failed(run)]
     assert failed == ["test_job_beyond_its_memory_is_killed_out_of_memory"], run.output[-4000:]
     assert any("a task that uses 512 MiB with --mem=64 was not killed" in m for _, m in run.cases.values()), run.output
