@@ -6,7 +6,8 @@ checked periodically); such checks carry the ``long_wait`` marker. One whose job
 (``long_wait(early=...)``, pytest_slurmflox/early.py) has its job running since the pre-flight, so
 :func:`order_long_waits` puts it last: every worker runs the short checks beside the job, and the check only
 collects the result. So does a check whose jobs are all early jobs (``early(...)``, #29: an array, a dependency
-chain): it waits on Slurm beside the other checks instead of holding a process. Any other long wait goes first:
+chain) or whose throwaway worker is started with the run (TF's time out of Slurm, pytest_slurmflox/throwaway.py): it
+waits beside the other checks instead of holding a process. Any other long wait goes first:
 under pytest-xdist ``--dist load`` the first items go out first, so it runs on one worker from the start while the
 other workers take the rest.
 

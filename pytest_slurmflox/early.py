@@ -37,11 +37,14 @@ EARLY = "early"
 
 @dataclass(frozen=True)
 class EarlyJob:
-    """What to submit: the label its job is named after (``sfx-<run id>-<label>``), the script and sbatch options."""
+    """What to submit: the label its record is kept under, the script and sbatch options, and the name its job is
+    named after (``sfx-<run id>-<name>``: the label unless jobs must share a name, as ``--dependency=singleton``'s
+    do)."""
 
     label: str
     script: str
     options: tuple[str, ...] = ()
+    name: str = ""
 
     def rendered(self, values: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
         """The script and options with ``{name}`` replaced by ``values[name]`` (the placeholders of the module's
@@ -113,7 +116,8 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str
         try:
             outdir = jobs.made_outdir()
             chain = _chain(todo, outdir, recorded)
-            ids = jobs.sbatch_chain([(label, script, options) for label, _, script, options in chain])
+            names = {spec.label: spec.name or spec.label for spec in todo}
+            ids = jobs.sbatch_chain([(names[label], script, options) for label, _, script, options in chain])
         except Exception:  # the checks that own the jobs submit again and say why
             return {}
         submitted: dict[str, str] = {}

@@ -7,6 +7,8 @@ in the checkout and from the wheel (``pytest --pyargs pytest_slurmflox.suites``)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from pytest_slurmflox.gates import require
@@ -81,6 +83,25 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
     run_id = slurmflox_state.run_id
     jobs = Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label="early", partition=target.spec.partition)
     submit_early(early_jobs(request.session.items), run_id, jobs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _early_workers(request, _early_jobs, target, slurmflox_state) -> Iterator[None]:
+    """Throwaway workers TF judges last (pytest_slurmflox/throwaway.py): started once per run after the pre-flight
+    and the early jobs, so their time out of Slurm runs beside the other checks; one no check of the run claimed is
+    stopped when the run's last process ends."""
+    from pytest_slurmflox.throwaway import early_workers, join, leave, release_unclaimed, start_early
+
+    specs = early_workers(request.session.items)
+    if not specs or target.why_missing("isolated-worker") is not None:
+        yield
+        return
+    run_id = slurmflox_state.run_id
+    join(run_id)
+    start_early(target.pool, run_id, specs)
+    yield
+    if leave(run_id):  # the run's last process: no check of it can claim one any more
+        release_unclaimed(target.pool, run_id, specs)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,9 +3,10 @@
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
 job is an early job (Slurm enforces limits in whole minutes, checked periodically): submitted once per run right
 after the pre-flight (pytest_slurmflox/early.py), it runs beside every other check, and the check, ordered last,
-collects what Slurm did with it. So are the array's and the afterok chain's jobs (#29): those checks only wait on
-Slurm, so their jobs run beside the other checks and the checks judge what Slurm did, the same jobs and the same
-judgement as when a check submits its own (no early record: the pre-flight failed, or the job was claimed).
+collects what Slurm did with it. So are the array's, the afterok and afternotok chains' and the two singleton jobs
+(#29): those checks only wait on Slurm, so their jobs run beside the other checks and the checks judge what Slurm
+did, the same jobs and the same judgement as when a check submits its own (no early record: the pre-flight failed,
+or the job was claimed).
 
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
@@ -144,10 +145,18 @@ def _wait_never_satisfied(submit, job: str, timeout: float = 60.0):
     )
 
 
-def test_afternotok_runs_only_after_failure(submit):
-    bad = submit.sbatch("#!/bin/bash\nexit 1\n", suffix="bad")
-    child = submit.sbatch("#!/bin/bash\necho ran\n", f"--dependency=afternotok:{bad}", suffix="child")
+#: A parent that fails and its afternotok child, submitted in this order.
+AFTERNOTOK = (
+    EarlyJob("T7-afternotok-bad", "#!/bin/bash\nexit 1\n"),
+    EarlyJob("T7-afternotok-child", "#!/bin/bash\necho ran\n", ("--dependency=afternotok:{job:T7-afternotok-bad}",)),
+)
+
+
+@pytest.mark.early(*AFTERNOTOK)
+def test_afternotok_runs_only_after_failure(request, submit):
+    bad, child = (c.job for c in _claimed(request, submit, *AFTERNOTOK))
     states = submit.wait(bad, child, timeout=job_timeout(stages=2))  # parent, then child
+    _ended(request, submit, bad, child)
     requirement(
         states[bad].state == "FAILED" and states[child].state == "COMPLETED",
         "afternotok child ran because its parent failed",
@@ -155,10 +164,20 @@ def test_afternotok_runs_only_after_failure(submit):
     )
 
 
-def test_singleton_serializes_jobs_of_one_name(submit):
-    first = submit.sbatch(SLEEP.format(s=3), "--dependency=singleton", suffix="single")
-    second = submit.sbatch(SLEEP.format(s=1), "--dependency=singleton", suffix="single")
+#: Two jobs of one name (``EarlyJob.name``), each ``--dependency=singleton``, the first the longer: submitted in this
+#: order, the second may start only once the first ended. (A check that submits them itself names both after
+#: itself.)
+SINGLETON = (
+    EarlyJob("T7-singleton-first", SLEEP.format(s=3), ("--dependency=singleton",), name="T7-singleton"),
+    EarlyJob("T7-singleton-second", SLEEP.format(s=1), ("--dependency=singleton",), name="T7-singleton"),
+)
+
+
+@pytest.mark.early(*SINGLETON)
+def test_singleton_serializes_jobs_of_one_name(request, submit):
+    first, second = (c.job for c in _claimed(request, submit, *SINGLETON))
     submit.wait(first, second, timeout=job_timeout(3 + 1, stages=2))  # one after the other
+    _ended(request, submit, first, second)
     a, b = submit.slurm.job_info(first), submit.slurm.job_info(second)
     requirement(
         b["StartTime"] >= a["EndTime"],

@@ -10,6 +10,10 @@ Where the expectations come from: the broken definitions are the local runtime p
 ``bin/broken-tool`` and does not ship it) and ``failhook/1`` (activation hook exits non-zero), so the reason each
 worker must report is known here; the healthy cohort is the ``workers`` fixture (Slurm cross-checked with the
 owner).
+
+Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py, #29):
+their time out of Slurm runs beside the other checks, and each check, run last, judges a worker that has been out of
+Slurm since then, waiting only for what is left of :data:`WINDOW` (the whole window when it started its own).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import time
 
 import pytest
 
+from pytest_slurmflox.early import SINCE
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.waits import WaitTimedOut, poll
 
 from ._capability import requirement
@@ -27,8 +33,10 @@ from ._marks import Mark, _q
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 
-BROKEN = "local/broken:1"
-FAILHOOK = "local/failhook:1"
+#: A worker whose runtime cannot be realized (the provider's ``broken/1``) and one whose activation fails
+#: (``failhook/1``).
+BROKEN = EarlyWorker("tfprobe", "local/broken:1")
+FAILHOOK = EarlyWorker("tfhook", "local/failhook:1")
 
 
 #: How long a throwaway worker must stay out of sinfo, from its start (a slurmd that started registers within a
@@ -36,37 +44,41 @@ FAILHOOK = "local/failhook:1"
 WINDOW = 8.0
 
 
-def _never_registers(target, name: str, ref: str, started: float, window: float = WINDOW) -> None:
-    """FAILs the moment ``name`` appears in sinfo; passes when it stayed out for ``window`` seconds since
-    ``started`` (monotonic: when the worker was started)."""
+def _never_registers(target, worker: EarlyWorker, since: float, window: float = WINDOW) -> None:
+    """FAILs the moment the worker appears in sinfo; passes when it stayed out for ``window`` seconds since
+    ``since`` (epoch seconds: when it was started, maybe by another process of the run)."""
 
     def absent() -> None:
         res = target.login.run("sinfo -h -N -o %N")
-        requirement(name not in res.stdout.split(), f"{name} (runtime {ref}) never appears in sinfo", res)
+        requirement(
+            worker.name not in res.stdout.split(), f"{worker.name} (runtime {worker.ref}) never appears in sinfo", res
+        )
 
-    left = max(0.0, window - (time.monotonic() - started))
+    left = max(0.0, window - (time.time() - since))
     with contextlib.suppress(WaitTimedOut):  # the time is up with the worker never seen: the pass
-        poll(absent, what=f"{name} kept out of sinfo", timeout=left, interval=1)
+        poll(absent, what=f"{worker.name} kept out of sinfo", timeout=left, interval=1)
 
 
-def test_unrealizable_worker_never_registers(target, submit, workers):
+def _claimed(request, target, run_id: str, worker: EarlyWorker) -> Started:
+    """The run's early start of ``worker`` (or one now); the check's span starts when the worker did."""
+    started = claim_worker(target.pool, run_id, worker)
+    request.node.user_properties.append((SINCE, started.at))
+    return started
+
+
+@pytest.mark.early(BROKEN)
+def test_unrealizable_worker_never_registers(request, target, submit, workers, run_id):
     require(target, "isolated-worker")
-    name = "tfprobe"
-    info = None
     try:
-        started = time.monotonic()
-        try:
-            info = target.pool.start_isolated_worker(name, BROKEN)
-        except Exception as exc:  # realization failure surfaces here on the local substrate
-            info = exc
+        started = _claimed(request, target, run_id, BROKEN)
         # one look now: a worker listed already FAILs at once
-        _never_registers(target, name, BROKEN, started, window=0)
-        phase = target.pool.phase(name)
+        _never_registers(target, BROKEN, started.at, window=0)
+        phase = target.pool.phase(BROKEN.name)
         requirement(
             phase.startswith("failed: realization") and "broken-tool" in phase,
-            f"{name} failed for the right reason: {BROKEN} cannot be realized (bin/broken-tool is missing)",
+            f"{BROKEN.name} failed for the right reason: {BROKEN.ref} cannot be realized (bin/broken-tool is missing)",
             f"phase: {phase}",
-            f"isolated worker outcome: {info!r}",
+            f"isolated worker outcome: {started.outcome}",
         )
         n = len(workers)
         mark = Mark.new()
@@ -77,28 +89,33 @@ def test_unrealizable_worker_never_registers(target, submit, workers):
             ok.ok and sorted(set(mark.lines(ok.stdout))) == sorted(workers),
             "the rest of the cohort keeps working",
             ok,
-            f"isolated worker outcome: {info!r}",
+            f"isolated worker outcome: {started.outcome}",
         )
-        # the window runs beside the cohort's step (#29: it was 8 s before the step): a node that registered
-        # meanwhile is still listed at the next look
-        _never_registers(target, name, BROKEN, started)
+        # what is left of the window (none when it started with the run) runs beside the cohort's step: a node that
+        # registered meanwhile is still listed at the next look
+        _never_registers(target, BROKEN, started.at)
     finally:
-        target.pool.stop_isolated_worker(name)
+        target.pool.stop_isolated_worker(BROKEN.name)
 
 
-def test_worker_whose_initializer_fails_never_starts_slurmd(target, workers):
+@pytest.mark.early(FAILHOOK)
+def test_worker_whose_initializer_fails_never_starts_slurmd(request, target, workers, run_id):
     require(target, "isolated-worker")
-    name = "tfhook"
     try:
-        started = time.monotonic()
-        info = target.pool.start_isolated_worker(name, FAILHOOK)
-        requirement(not info.ready, f"{name} (runtime {FAILHOOK}) is not ready", str(info))
-        phase = target.pool.phase(name)
+        started = _claimed(request, target, run_id, FAILHOOK)
+        info = next((w for w in target.pool.workers() if w.name == FAILHOOK.name), None)
+        requirement(
+            info is not None and not info.ready,
+            f"{FAILHOOK.name} (runtime {FAILHOOK.ref}) is listed by its owner and not ready",
+            str(info),
+            f"isolated worker outcome: {started.outcome}",
+        )
+        phase = target.pool.phase(FAILHOOK.name)
         requirement(
             phase.startswith("failed: task-profile initializer failed"),
-            f"{name}'s own node init stopped at the task-profile initializer, before slurmd",
+            f"{FAILHOOK.name}'s own node init stopped at the task-profile initializer, before slurmd",
             f"phase: {phase}",
         )
-        _never_registers(target, name, FAILHOOK, started)
+        _never_registers(target, FAILHOOK, started.at)
     finally:
-        target.pool.stop_isolated_worker(name)
+        target.pool.stop_isolated_worker(FAILHOOK.name)

@@ -196,6 +196,37 @@ def test_failing_activation_never_registers(cluster, login):
         pool.stop_isolated_worker("isohook")
 
 
+def test_early_throwaway_worker_is_claimed_once_and_released_when_unclaimed(cluster):
+    """TF's throwaway workers start with the run (pytest_slurmflox/throwaway.py): one start per run, one claim; a
+    second claim starts its own; one nobody claimed is stopped at session end, and a later claim starts again."""
+    from pytest_slurmflox.runrecord import forget
+    from pytest_slurmflox.throwaway import EarlyWorker, claim_worker, release_unclaimed, start_early
+
+    pool = cluster["sub"].pool()
+    spec = EarlyWorker("isoearly", "local/failhook:1")
+    run, other = f"itest-{os.getpid()}-a", f"itest-{os.getpid()}-b"
+    try:
+        before = time.time()
+        assert start_early(pool, run, [spec]) == ["isoearly"]
+        assert start_early(pool, run, [spec]) == []  # once per run
+        assert "isoearly" in pool.isolated()
+        first = claim_worker(pool, run, spec)
+        assert first.early and before <= first.at <= time.time() and "failhook" in first.outcome
+        second = claim_worker(pool, run, spec)
+        assert not second.early and second.at >= first.at  # claimed already: a start of its own
+        assert release_unclaimed(pool, run, [spec]) == []  # claimed: the check stops it
+        pool.stop_isolated_worker("isoearly")
+        assert start_early(pool, other, [spec]) == ["isoearly"]
+        assert release_unclaimed(pool, other, [spec]) == ["isoearly"]
+        assert "isoearly" not in pool.isolated()
+        assert not claim_worker(pool, other, spec).early  # released: the check starts its own
+    finally:
+        pool.stop_isolated_worker("isoearly")
+        forget(run)
+        forget(other)
+    assert "isoearly" not in [w.name for w in pool.workers()]
+
+
 def test_rerun_converges_without_restarting(cluster):
     sub = cluster["sub"]
     before = {n: sub.cluster.node(n).record().pid for n in ("ctl", "login", "worker1", "worker2")}

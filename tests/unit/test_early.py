@@ -161,3 +161,27 @@ def test_a_child_after_a_parent_submitted_now_is_submitted_now_too():
         assert calls[-1] == (CHILD.script, ("--dependency=afterok:1003",))
     finally:
         forget(run_id)
+
+
+@dataclass
+class Naming(Submitter):
+    """Records the name each chain entry is submitted under (its suffix: ``sfx-<run id>-early-<suffix>``)."""
+
+    names: list[str] = field(default_factory=list)
+
+    def sbatch_chain(self, entries) -> list[str | None]:
+        self.names.extend(suffix for suffix, _, _ in entries)
+        return super().sbatch_chain(entries)
+
+
+def test_jobs_that_share_a_name_go_under_it_the_others_under_their_label():
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    first = EarlyJob("T7-singleton-first", "#!/bin/bash\nsleep 3\n", ("--dependency=singleton",), name="T7-singleton")
+    second = EarlyJob("T7-singleton-second", "#!/bin/bash\nsleep 1\n", ("--dependency=singleton",), name="T7-singleton")
+    try:
+        submitter = Naming(run_id, [])
+        ids = submit_early([first, second, JOB], run_id, submitter)
+        assert submitter.names == ["T7-singleton", "T7-singleton", "T7-timelimit"]
+        assert ids == {"T7-singleton-first": "1001", "T7-singleton-second": "1002", "T7-timelimit": "1003"}
+    finally:
+        forget(run_id)
