@@ -8,7 +8,7 @@ cluster.
 from __future__ import annotations
 
 import pytest
-from pytest_slurmflox.suites._slurm_reasons import association_refused
+from pytest_slurmflox.suites._slurm_reasons import association_refused, lost_scripts
 
 from pytest_slurmflox.run import Result
 
@@ -40,3 +40,17 @@ def test_the_reason_without_a_failed_submission_is_not_a_refusal():
     """A site's banner or prolog repeating the words does not make an accepted job a refusal."""
     text = "Batch job submission failed: Invalid account or account/partition combination specified"
     assert not association_refused(_sbatch(0, "", stdout=f"{text}\n1234\n"))
+
+
+def test_a_script_slurm_lost_before_running_it_is_named_by_its_job_id():
+    """slurmstepd's own line in the job's output (a healthy local cluster at 32 workers, job 2083: slurmd purged the
+    script as vestigial while the step started); our script's output, or another job's failure, is not that."""
+    output = (
+        "sfx|SUBMIT|...\n"
+        "slurmstepd: error: execve(): /var/lib/slurm/slurmd/job02083/slurm_script: No such file or directory\n"
+        "slurmstepd-worker7: error: execve(): /var/spool/slurmd/job123456/slurm_script: No such file or directory\n"
+        "slurmstepd: error: execve(): /var/lib/slurm/slurmd/job02084/slurm_script: Permission denied\n"
+        "bash: line 1: slurm_script: No such file or directory\n"
+    )
+    assert lost_scripts(output) == {"2083", "123456"}
+    assert lost_scripts("") == set()
