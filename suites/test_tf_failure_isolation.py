@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from pytest_slurmflox.early import SINCE
+from pytest_slurmflox.early import SINCE, UNTIL
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.waits import WaitTimedOut, poll
@@ -60,9 +60,13 @@ def _never_registers(target, worker: EarlyWorker, since: float, window: float = 
 
 
 def _claimed(request, target, run_id: str, worker: EarlyWorker) -> Started:
-    """The run's early start of ``worker`` (or one now); the check's span starts when the worker did."""
+    """The run's early start of ``worker`` (or one now). The check's span starts when the worker did; when the window
+    closed before the check, ordered last, got to look, the span ends with the window (as an early job's ends when
+    Slurm ended it, pytest_slurmflox/early.py): it is what the check would take alone, not the run's length."""
     started = claim_worker(target.pool, run_id, worker)
     request.node.user_properties.append((SINCE, started.at))
+    if time.time() >= started.at + WINDOW:
+        request.node.user_properties.append((UNTIL, started.at + WINDOW))
     return started
 
 
