@@ -90,10 +90,13 @@ def _early_workers(request, _early_jobs, target, slurmflox_state) -> Iterator[No
     """Throwaway workers TF judges last (pytest_slurmflox/throwaway.py): started once per run after the pre-flight
     and the early jobs, so their time out of Slurm runs beside the other checks; one no check of the run claimed is
     stopped when the run's last process ends."""
+    from pytest_slurmflox.concurrency import selects_destructive
     from pytest_slurmflox.throwaway import early_workers, join, leave, release_unclaimed, start_early
 
     specs = early_workers(request.session.items)
-    if not specs or target.why_missing("isolated-worker") is not None:
+    # a run that may roll the cohort (T11) leaves them to their checks: a throwaway worker alive through a rollout
+    # would show T11's watcher a second revision while the partition is up
+    if not specs or selects_destructive(request.config) or target.why_missing("isolated-worker") is not None:
         yield
         return
     run_id = slurmflox_state.run_id
