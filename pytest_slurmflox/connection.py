@@ -16,6 +16,7 @@ from .abilities import ABILITIES
 from .pool import WorkerPool, WorkerView
 from .run import Observer, Result, Runner, SSHRunner
 from .slurm import SlurmClient
+from .sshconnect import Hop
 from .target import Endpoint, Expectations, TargetSpec
 
 
@@ -49,7 +50,10 @@ class Target:
                 close()
 
 
-def login_runner(endpoint: Endpoint, observer: Observer | None) -> SSHRunner:
+def login_runner(endpoint: Endpoint, observer: Observer | None, where: str = "") -> SSHRunner:
+    """The runner of an endpoint: its address, user, key (None: the agent's) and known_hosts, through its ProxyJump
+    hops; ``where`` (default ``login(host:port)``, ``via`` the hops) names it in the evidence."""
+    via = " via " + ",".join(f"{j.host}:{j.port}" for j in endpoint.jumps) if endpoint.jumps else ""
     return SSHRunner(
         host=endpoint.host,
         port=endpoint.port,
@@ -57,7 +61,8 @@ def login_runner(endpoint: Endpoint, observer: Observer | None) -> SSHRunner:
         key_file=endpoint.key,
         known_hosts=endpoint.known_hosts,
         observer=observer,
-        where=f"login({endpoint.host}:{endpoint.port})",
+        where=where or f"login({endpoint.host}:{endpoint.port}{via})",
+        jumps=tuple(Hop(j.host, j.port, j.user, j.key, j.known_hosts) for j in endpoint.jumps),
     )
 
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .sshconnect import Hop, open_route
+from .sshconnect import HostKeyRefused as HostKeyRefused
+
 Observer = Callable[["Result"], None]
 
 
@@ -187,23 +190,23 @@ def _whoami() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
-class HostKeyRefused(RuntimeError):
-    """The SSH server presented a host key that is not pinned in known_hosts."""
-
-
 @dataclass
 class SSHRunner:
-    """Commands over one kept SSH connection (paramiko). Unknown host keys are refused, never auto-added."""
+    """Commands over one kept SSH connection (paramiko), through ``jumps`` (ProxyJump hops, outermost first) when
+    given; ``key_file`` None authenticates with the SSH agent's keys. Unknown host keys are refused at every hop,
+    never auto-added (sshconnect.py)."""
 
     host: str
     port: int
     user: str
-    key_file: Path
+    key_file: Path | None
     known_hosts: Path | None = None
     observer: Observer | None = None
     where: str = ""
     connect_timeout: float = 15.0
+    jumps: tuple[Hop, ...] = ()
     _client: Any = field(default=None, init=False, repr=False)
+    _via: list[Any] = field(default_factory=list, init=False, repr=False)  #: the jump hosts' clients
     #: Commands may run from several threads (connection.py asks the login and admin endpoints at once): one
     #: connection per runner, made under this lock; paramiko multiplexes the channels over it.
     _connecting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
@@ -214,38 +217,12 @@ class SSHRunner:
 
     def _connect(self):  # -> paramiko.SSHClient
         with self._connecting:
-            return self._connected()
-
-    def _connected(self):  # -> paramiko.SSHClient
-        import paramiko
-
-        if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
+            if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
+                return self._client
+            self.close()
+            here = Hop(self.host, self.port, self.user, self.key_file, self.known_hosts)
+            *self._via, self._client = open_route([*self.jumps, here], self.connect_timeout)
             return self._client
-        client = paramiko.SSHClient()
-        if self.known_hosts is not None and self.known_hosts.exists():
-            client.load_host_keys(str(self.known_hosts))
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        pkey = _load_key(self.key_file)
-        try:
-            client.connect(
-                self.host,
-                port=self.port,
-                username=self.user,
-                pkey=pkey,
-                timeout=self.connect_timeout,
-                banner_timeout=self.connect_timeout,
-                auth_timeout=self.connect_timeout,
-                allow_agent=False,
-                look_for_keys=False,
-            )
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc) or isinstance(exc, paramiko.BadHostKeyException):
-                raise HostKeyRefused(
-                    f"host key of [{self.host}]:{self.port} is not pinned in {self.known_hosts}: {exc}"
-                ) from None
-            raise
-        self._client = client
-        return client
 
     def run(
         self,
@@ -304,9 +281,11 @@ class SSHRunner:
         )
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Close the connection and then each jump host's, innermost first."""
+        for client in [self._client, *reversed(self._via)]:
+            if client is not None:
+                client.close()
+        self._client, self._via = None, []
 
 
 #: How long a finished command's output may still arrive after its exit status (see SSHRunner.run).
@@ -318,14 +297,3 @@ def after_start(text: str, start: str) -> str:
     of ``text`` when the marker never came (the shell failed before it: then its output is the evidence)."""
     _, sep, tail = text.partition(start + "\n")
     return tail if sep else text
-
-
-def _load_key(path: Path):
-    import paramiko
-
-    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
-        try:
-            return cls.from_private_key_file(str(path))
-        except paramiko.SSHException:
-            continue
-    raise ValueError(f"{path}: not an ed25519, ecdsa or rsa private key")

@@ -229,9 +229,7 @@ def secret_files(workdir: Workdir | None, spec: Any = None) -> list[Path]:
         if wd.root.is_dir():
             paths += sorted(p for p in wd.root.rglob("*") if _secret_named(p))
     if spec is not None:
-        paths.append(spec.login.key)
-        if spec.admin is not None:
-            paths.append(spec.admin.key)
+        paths += [e.key for e in (spec.login, spec.admin) if e is not None and e.key is not None]
         if spec.kubernetes is not None and spec.kubernetes.kubeconfig is not None:
             paths.append(spec.kubernetes.kubeconfig)
     seen: list[Path] = []

@@ -12,7 +12,11 @@ Target file (YAML)::
     substrate: existing             # local | qemu | existing
     workdir: /abs/operator          # substrate-backed targets only
     login: {host: login.example, port: 22, user: alice, key: ~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}
-    admin: {user: root}             # optional; same host/port/key/known_hosts unless given
+                                    # + ssh_config: path | none (default ~/.ssh/config when present), proxy_jump:
+                                    # "[user@]host[:port],..."; host is looked up there (HostName, Port, User,
+                                    # IdentityFile, ProxyJump, UserKnownHostsFile), a value given here wins;
+                                    # no key anywhere: the SSH agent's keys (endpoint.py)
+    admin: {user: root}             # optional; every other login key unless given
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
@@ -46,6 +50,7 @@ from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
+from .endpoint import Endpoint, EndpointError, endpoint_document, parse_endpoint
 from .floxlock import lock_file
 from .nodedebug import parse_image
 from .revision import runtime_revision
@@ -55,15 +60,6 @@ from .workdir import atomic_write
 
 class TargetError(ValueError):
     """The target file is unusable; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-    user: str
-    key: Path
-    known_hosts: Path | None
 
 
 @dataclass(frozen=True)
@@ -156,29 +152,18 @@ def _path(value: Any, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def _login(doc: Mapping[str, Any], base: Path) -> Endpoint:
-    login_doc = _need(doc, "login", "target")
-    return Endpoint(
-        host=str(_need(login_doc, "host", "login")),
-        port=int(login_doc.get("port", 22)),
-        user=str(_need(login_doc, "user", "login")),
-        key=_path(_need(login_doc, "key", "login"), base),
-        known_hosts=_path(login_doc["known_hosts"], base) if login_doc.get("known_hosts") else None,
-    )
-
-
-def _admin(doc: Mapping[str, Any], login: Endpoint, base: Path) -> Endpoint | None:
-    """The admin login: same host, port, key and known_hosts as the login unless given."""
-    if not doc.get("admin"):
-        return None
-    a = doc["admin"]
-    return Endpoint(
-        host=str(a.get("host", login.host)),
-        port=int(a.get("port", login.port)),
-        user=str(a.get("user", "root")),
-        key=_path(a["key"], base) if a.get("key") else login.key,
-        known_hosts=_path(a["known_hosts"], base) if a.get("known_hosts") else login.known_hosts,
-    )
+def _endpoints(doc: Mapping[str, Any], base: Path) -> tuple[Endpoint, Endpoint | None]:
+    """The login, and the admin login (root unless named), which shares every key of the login it does not give."""
+    try:
+        login = parse_endpoint(_need(doc, "login", "target"), base, "login")
+        if not doc.get("admin"):
+            return login, None
+        if not isinstance(doc["admin"], Mapping):
+            raise TargetError("target.admin must be a mapping")
+        shared = {k: v for k, v in doc["login"].items() if k != "user"}
+        return login, parse_endpoint({**shared, "user": "root", **doc["admin"]}, base, "admin")
+    except EndpointError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
@@ -256,14 +241,14 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         raise TargetError(f"version {doc.get('version')!r} is not supported (expected 1)")
     base = path.parent if path else Path.cwd()
     substrate = str(doc.get("substrate", "existing"))
-    login = _login(doc, base)
+    login, admin = _endpoints(doc, base)
     return TargetSpec(
         path=path,
         name=str(doc.get("name", substrate)),
         substrate=substrate,
         workdir=_path(doc["workdir"], base) if doc.get("workdir") else None,
         login=login,
-        admin=_admin(doc, login, base),
+        admin=admin,
         kubernetes=_kubernetes(doc, base),
         partition=str((doc.get("slurm") or {}).get("partition", "all")),
         identity=_identity(doc),
@@ -284,16 +269,6 @@ def _services(doc: Mapping[str, Any]) -> dict[str, Any]:
         return {"accounting": capabilities.parse_accounting(doc), "rest": capabilities.parse_rest(doc)}
     except capabilities.CapabilityError as exc:
         raise TargetError(str(exc)) from None
-
-
-def _endpoint_document(endpoint: Endpoint) -> dict[str, Any]:
-    return {
-        "host": endpoint.host,
-        "port": endpoint.port,
-        "user": endpoint.user,
-        "key": str(endpoint.key),
-        "known_hosts": str(endpoint.known_hosts) if endpoint.known_hosts else None,
-    }
 
 
 def expect_document(expect: Expectations) -> dict[str, Any]:
@@ -318,7 +293,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         "name": spec.name,
         "substrate": spec.substrate,
         "workdir": str(spec.workdir) if spec.workdir else None,
-        "login": _endpoint_document(spec.login),
+        "login": endpoint_document(spec.login),
         "admin": None,
         "kubernetes": None,
         "slurm": {"partition": spec.partition},
@@ -326,7 +301,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
     }
     if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
         same_host = dataclasses.replace(spec.login, user=spec.admin.user) == spec.admin
-        doc["admin"] = {"user": spec.admin.user} if same_host else _endpoint_document(spec.admin)
+        doc["admin"] = {"user": spec.admin.user} if same_host else endpoint_document(spec.admin)
     if spec.kubernetes is not None:
         kube = spec.kubernetes
         doc["kubernetes"] = {

@@ -21,6 +21,7 @@ import re
 
 import pytest
 
+from pytest_slurmflox.connection import login_runner
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.run import SSHRunner
@@ -78,7 +79,7 @@ def _fresh_login(target) -> SSHRunner:
     """A new key login as the target's user (not the session's kept connection: a login takes its groups once)."""
     e = target.spec.login
     observer = getattr(target.login, "observer", None)
-    return SSHRunner(e.host, e.port, e.user, e.key, e.known_hosts, observer=observer, where=f"fresh login({e.host})")
+    return login_runner(e, observer, where=f"fresh login({e.host})")
 
 
 @pytest.mark.TD

@@ -6,18 +6,13 @@ key, root only); they SKIP naming what is missing when there is no sshd binary o
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from sshd import keygen, running_sshd
 
 from pytest_slurmflox.run import HostKeyRefused, SSHRunner
-
-SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
 
 
 def _target(tmp_path: Path) -> Path:
@@ -69,56 +64,12 @@ def test_destructive_group_is_not_run_unless_named(pytester, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ real sshd
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def sshd(tmp_path):
-    """A real sshd on 127.0.0.1:<free port> that lets root in with a generated client key."""
-    if SSHD is None:
-        pytest.skip("no sshd binary (Debian package openssh-server) on this host")
-    if os.geteuid() != 0:
-        pytest.skip("needs root: sshd must switch to the logged-in user")
-    d = tmp_path / "sshd"
-    d.mkdir()
-    host_key = d / "host_ed25519"
-    client_key = d / "client"
-    for key in (host_key, client_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    (d / "authorized_keys").write_text((d / "client.pub").read_text())
-    Path("/run/sshd").mkdir(exist_ok=True)  # privilege-separation directory sshd insists on
-    port = _free_port()
-    config = d / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {d / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPermitRootLogin prohibit-password\nStrictModes no\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-    )
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                    if sock.recv(64).startswith(b"SSH-"):
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"sshd did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}")
-            time.sleep(0.1)
-        host_pub = (d / "host_ed25519.pub").read_text().split()
-        yield {"port": port, "client_key": client_key, "host_pub": f"{host_pub[0]} {host_pub[1]}", "dir": d}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """A real sshd on 127.0.0.1:<free port> that lets root in with a generated client key (tests/sshd.py)."""
+    client_key = keygen(tmp_path / "client")
+    with running_sshd(tmp_path / "sshd", (tmp_path / "client.pub").read_text()) as server:
+        yield {"port": server.port, "client_key": client_key, "host_pub": server.host_pub, "dir": server.dir}
 
 
 def _runner(sshd: dict, known_hosts: Path | None) -> SSHRunner:
