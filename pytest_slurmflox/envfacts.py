@@ -36,7 +36,8 @@ def target_metadata(run_id: str, substrate: str | None, target_path: Path | None
         {
             "Target": f"{spec.name} ({target_path})",
             "Substrate": spec.substrate,
-            "Login endpoint": f"{spec.login.user}@{spec.login.host}:{spec.login.port}",
+            "Login endpoint": f"{spec.login.user}@{spec.login.host}:{spec.login.port}"
+            + (" via " + ",".join(f"{j.user}@{j.host}:{j.port}" for j in spec.login.jumps) if spec.login.jumps else ""),
             "Partition": shown(spec.partition, PARTITION),
             "Worker image": shown(exp.image, IMAGE),
             "Worker image digest": shown(image_digest(exp.image) or "not pinned by digest", IMAGE),
