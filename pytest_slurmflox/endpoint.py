@@ -88,6 +88,17 @@ def _config(value: Any, base: Path, where: str) -> tuple[Path | None, Any]:
         raise EndpointError(f"{where}.ssh_config: {path} cannot be read: {exc}") from None
 
 
+def _lookup(config: Any, name: str, path: Path | None, where: str) -> Mapping[str, Any]:
+    """ssh_config's options for ``name`` ({} without a config); a lookup paramiko cannot do (``Match exec`` without
+    the invoke package, a bad token) is one line naming the section."""
+    if config is None:
+        return {}
+    try:
+        return config.lookup(name)
+    except Exception as exc:
+        raise EndpointError(f"{where}.ssh_config{f' {path}' if path else ''}: cannot resolve {name}: {exc}") from None
+
+
 def _first_file(values: Any, base: Path) -> Path | None:
     """The first of ssh_config's paths (a list, or one space-separated string) that exists."""
     items = values.split() if isinstance(values, str) else list(values or ())
@@ -120,7 +131,7 @@ def parse_endpoint(doc: Mapping[str, Any], base: Path, where: str) -> Endpoint:
     config_path, config = _config(doc.get("ssh_config"), base, where)
     cfg_base = config_path.parent if config_path else base
     name = str(doc["host"])
-    looked = config.lookup(name) if config is not None else {}
+    looked = _lookup(config, name, config_path, where)
     user = doc.get("user") or looked.get("user")
     if not user:
         named = f" (or a User for {name} in {config_path})" if config_path else ""
@@ -153,7 +164,7 @@ def _jumps(text: Any, config: Any, base: Path, known: Path | None, where: str, d
         if match is None:
             raise EndpointError(f"{where}: {spec.strip()!r} is not [user@]host[:port]")
         name = match["host"].strip("[]")
-        looked = config.lookup(name) if config is not None else {}
+        looked = _lookup(config, name, None, where)
         if i == 0 and looked.get("proxyjump") and looked["proxyjump"] != "none":
             if depth >= MAX_HOPS:
                 raise EndpointError(f"{where}: more than {MAX_HOPS} jump hosts (a ProxyJump loop at {name}?)")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 import yaml
-from acceptance_helpers import deployed, run_pytest
+from acceptance_helpers import deployed, group_verdicts, run_pytest
 from sshd import keygen, running_agent, running_sshd
 
 from pytest_slurmflox.connection import login_runner
@@ -100,6 +100,7 @@ def test_t5_passes_through_the_bastion_with_the_key_only_in_the_agent(through_ba
     passed = run.in_module("test_t05_interactive")
     assert run.rc == 0 and run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
     assert len(passed) == 3 and run.outcomes("skipped") == [], (passed, run.cases)
+    assert group_verdicts(run.output).get("T5") == "PASS", run.output[-4000:]  # the run's own group table
     # the checks' SSH connections were made by the bastion (OpenSSH serverloop.c: server_request_direct_tcpip)
     forwards = re.findall(r"server_request_direct_tcpip: .*target \S+ port (\d+)", bastion.log.read_text())
     assert forwards and set(forwards) == {str(login_port)}, bastion.log.read_text()[-3000:]
