@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sshd import Agent, Sshd, keygen, running_agent, running_sshd
 
-from pytest_slurmflox.connection import login_runner
+from pytest_slurmflox.connection import connect, login_runner
 from pytest_slurmflox.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 from pytest_slurmflox.target import TargetSpec, parse_target
 
@@ -120,6 +120,8 @@ def test_a_passphrase_key_is_named_with_the_fix_in_one_line(site, tmp_path, monk
     monkeypatch.delenv("SSH_AUTH_SOCK")
     with pytest.raises(KeyUnusable) as refused:
         login_runner(spec.login, None).run("true")
-    assert str(refused.value) == (
-        f"{locked}: the private key is protected by a passphrase; load it into ssh-agent: ssh-add {locked}"
-    )
+    line = f"{locked}: the private key is protected by a passphrase; load it into ssh-agent: ssh-add {locked}"
+    assert str(refused.value) == line
+    target = connect(spec)  # what a run's checks are told: the same line, as why Slurm cannot be reached
+    target.close()
+    assert (target.why_missing("slurm") or "").endswith(": " + line)
