@@ -138,16 +138,23 @@ class LocalSubstrate(Substrate):
         t_rest = time.monotonic()
         self._wait_rest()
         t_rest = time.monotonic() - t_rest
-        spec = self.target_spec()
-        target = write_target(spec, c.target_file)
-        # the same cluster as a customer describes theirs (substrate existing, a declared runtime)
-        write_site_example(spec, self.pool().nix_store(), c.noise.task_prolog, c.workdir.root)
+        target = self._write_targets()
         c.progress(
             f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{c.settings.login_ssh_port}, "
             f"REST on 127.0.0.1:{rest_port} ({time.monotonic() - t_img:.1f}s after the image, "
             f"{time.monotonic() - t0:.1f}s total; accounting and REST: db node {t_db:.1f}s, associations "
             f"{t_assoc:.1f}s, slurmrestd {t_rest:.1f}s)"
         )
+        return target
+
+    def _write_targets(self) -> dict:
+        """``target.yaml`` (what the suites see), and ``site-example.yaml``: the same cluster as a customer describes
+        theirs (substrate existing, its runtime declared: siteexample.py). The target document written."""
+        c = self.cluster
+        spec = self.target_spec()
+        target = write_target(spec, c.target_file)
+        site = write_site_example(spec, self.pool().nix_store(), c.noise.task_prolog, c.workdir.root)
+        c.progress(f"local: {site}: this cluster as a customer's target (substrate existing, its runtime declared)")
         return target
 
     def _wait_rest(self, timeout: float = 30.0) -> None:
