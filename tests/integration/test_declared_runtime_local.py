@@ -101,6 +101,7 @@ def test_another_generation_on_worker2_fails_t2_naming_worker2(deployment):
     assert T2_CONTENT in failed and T2_STORE in failed, run.output[-4000:]
     for name in (T2_CONTENT, T2_STORE):
         message = run.cases[name][1]
+        print(f"{name} FAILED as it must:", message.splitlines()[0][:600])
         assert "worker2:" in message and "worker1:" not in message.split("\n", 1)[0], message[-2000:]
     assert f"worker2: {pinned} on the worker has NAR hash" in run.cases[T2_STORE][1], run.cases[T2_STORE][1][-2000:]
     again = run_pytest(home, *_site(deployment), "-m", "T2", timeout=600)
