@@ -1,8 +1,8 @@
 """What a worker owner can do beyond :class:`~pytest_slurmflox.pool.WorkerPool`, each ability a small ABC.
 
 A pool declares an ability by subclassing it (the local pool: isolating workers, service restart, runtime record,
-directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.connection.connect` turns the
-abilities a pool has into capabilities with ``isinstance``, and a check asks the target
+Nix store record, directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.connection.connect`
+turns the abilities a pool has into capabilities with ``isinstance``, and a check asks the target
 (``target.why_missing("runtime-record")``), never the pool's attributes: a method renamed on one pool then fails
 the ABC at construction instead of quietly turning a check into a SKIP (issue 28; the same reason ``pool.py``
 uses ABCs and not a Protocol). ``tests/unit/test_abilities.py`` holds the suites and the package to it.
@@ -55,12 +55,18 @@ class NodeAdmin(ABC):
 
 
 class RuntimeRecord(ABC):
-    """The runtime provider's own record of what each worker was given, and the Nix store it realized into (T1,
-    T2, T3 compare what a worker really has with it): capability ``runtime-record``."""
+    """The runtime provider's own record of what each worker was given (T2, T3, TP, TR compare what a worker
+    really has with it): capability ``runtime-record``. The local pool keeps one; on an existing cluster the
+    target file's ``runtime`` section is that record, declared by the customer (declaredruntime.DeclaredRecord)."""
 
     @abstractmethod
     def realization(self, name: str) -> dict | None:
         """``{"environment", "realized_path", "record"}`` for worker ``name``, None if the provider has none."""
+
+
+class NixStoreRecord(ABC):
+    """The Nix store the local runtime provider realized into (T2's store check computes the pinned generation's
+    path and verifies it there): capability ``nix-store-record``."""
 
     @abstractmethod
     def expected_store_path(self, ref: str) -> str:
@@ -94,8 +100,10 @@ ABILITIES: dict[str, tuple[type, str]] = {
     ),
     "runtime-record": (
         RuntimeRecord,
-        "the worker owner keeps no runtime-provider record (only the local runtime provider does)",
+        "the worker owner keeps no runtime-provider record (only the local runtime provider does) and the target "
+        "file declares no runtime section",
     ),
+    "nix-store-record": (NixStoreRecord, "no runtime provider of ours realized the workers into a Nix store"),
     "directory-changes": (
         DirectoryChanges,
         "nothing on this target changes the directory as its administrator (only the local substrate's pool)",

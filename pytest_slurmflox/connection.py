@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .abilities import ABILITIES
+from .abilities import ABILITIES, RuntimeRecord
 from .pool import WorkerPool, WorkerView
 from .run import Observer, Result, Runner, SSHRunner
 from .slurm import SlurmClient
@@ -36,6 +36,17 @@ class Target:
     @property
     def expect(self) -> Expectations:
         return self.spec.expect
+
+    @property
+    def records(self) -> RuntimeRecord | None:
+        """The runtime record the workers are judged against (capability ``runtime-record``): the target file's
+        declared ``runtime`` (a customer's record of the pinned generation) when it has one, else the pool's."""
+        if self.spec.runtime is not None:
+            from .declaredruntime import DeclaredRecord
+
+            mode = self.expect.settings.worker_flox_activate_mode
+            return DeclaredRecord(self.spec.runtime, self.expect.environment, mode)
+        return self.pool if isinstance(self.pool, RuntimeRecord) else None
 
     def why_missing(self, capability: str) -> str | None:
         """None if the capability is present, otherwise the reason it is not."""
@@ -130,6 +141,14 @@ def _probe_pool(pool: WorkerView | None, caps: set[str], missing: dict[str, str]
             missing[capability] = why_not
 
 
+def probe_runtime(spec: TargetSpec, caps: set[str], missing: dict[str, str]) -> None:
+    """``runtime-record`` when the target file declares a ``runtime`` section (declaredruntime.py): the customer's
+    record of the pinned generation, whatever the pool keeps (after :func:`_probe_pool`)."""
+    if spec.runtime is not None:
+        caps.add("runtime-record")
+        missing.pop("runtime-record", None)
+
+
 def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: dict[str, str]) -> None:
     """``directory`` (#13): declared, and it answers ldapsearch from the admin endpoint (else the login one)."""
     if spec.directory is None:
@@ -185,9 +204,9 @@ def connect(
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
     groups need it), the pool's abilities (:mod:`~pytest_slurmflox.abilities`: ``node-admin``, root on the
-    Kubernetes nodes of our qemu deployment; ``isolated-worker``, ``service-restart``, ``runtime-record`` and
-    ``directory-changes``, the local substrate's), ``accounting`` and ``rest`` (declared in the target file and
-    answering, #13).
+    Kubernetes nodes of our qemu deployment; ``isolated-worker``, ``service-restart``, ``runtime-record``,
+    ``nix-store-record`` and ``directory-changes``, the local substrate's; ``runtime-record`` also when the target
+    file declares a ``runtime`` section), ``accounting`` and ``rest`` (declared in the target file and answering, #13).
     """
     login = login_runner(spec.login, observer)
     admin = login_runner(spec.admin, observer) if spec.admin else None
@@ -210,6 +229,7 @@ def connect(
         kube = _probe_kubernetes(spec, caps, missing)
         pool = pool_factory(spec, kube) if pool_factory else None
         _probe_pool(pool, caps, missing)
+        probe_runtime(spec, caps, missing)
         for answer in answers:
             found, why = answer.result()
             caps |= found

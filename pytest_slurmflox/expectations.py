@@ -81,11 +81,14 @@ class Runtime:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], realized_path: str, mode: str) -> Runtime:
-        """``record`` is the local runtime provider's record (RealizationRecord.as_dict())."""
+        """``record`` is the local runtime provider's record (RealizationRecord.as_dict(): entries relative to the
+        realized path) or a declared runtime's (declaredruntime.DeclaredRecord: absolute entries, kept as given)."""
         act = (record.get("activations") or {}).get(mode) or {}
         root = realized_path.rstrip("/")
 
         def at(rel: str) -> str:
+            if rel.startswith("/"):
+                return rel
             return root if rel in (".", "") else f"{root}/{rel}"
 
         return cls(

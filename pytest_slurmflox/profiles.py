@@ -71,7 +71,13 @@ _LOCAL = Profile(
     groups={"T1": "the Flox shim on the slurmd CRI sandbox needs Kubernetes nodes"},
 )
 _QEMU = Profile(
-    "qemu", "substrate `qemu`: the reference, Kubernetes on VMs we own", absent={"declared-revision": _OWN_REVISION}
+    "qemu",
+    "substrate `qemu`: the reference, Kubernetes on VMs we own",
+    absent={"declared-revision": _OWN_REVISION},
+    # TF's checks need a throwaway worker pinned to another runtime (abilities.IsolatingWorkers), which only the
+    # local pool can start: without this row a healthy qemu cluster could never be signed off (tests/unit/
+    # test_profiles.py reasons it from the capabilities each kind has)
+    groups={"TF": "the qemu NodeSet pool starts no throwaway worker (IsolatingWorkers is the local pool's only)"},
 )
 _KUBERNETES = Profile(
     "kubernetes",

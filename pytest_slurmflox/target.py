@@ -34,6 +34,7 @@ Target file (YAML)::
     accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
     rest: {url: https://..., token_command: scontrol token}
     flox: {lock_file: hpc-17.lock}  # optional: the pinned generation's manifest.lock (T2 on Kubernetes, floxlock.py)
+    runtime: {realized_path: /nix/store/..., path: [...], ...}  # optional: what workers realize (declaredruntime.py)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import yaml
 from . import capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
+from .declaredruntime import DeclaredRuntime, parse_runtime, runtime_document
 from .directory import Directory, parse_directory
 from .endpoint import Endpoint, EndpointError, endpoint_document, parse_endpoint
 from .floxlock import lock_file
@@ -127,6 +129,7 @@ class TargetSpec:
     accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
     flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
+    runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
@@ -259,6 +262,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         limitations=_limitations(doc),
         directory=_checked(parse_directory, doc.get("directory")),
         flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
+        runtime=_checked(parse_runtime, doc.get("runtime")),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -318,13 +322,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
     if spec.slurm_version:
         doc["slurm"]["version"] = spec.slurm_version
     if spec.identity is not None:
-        doc["identity"] = {
-            "user": spec.identity.user,
-            "uid": spec.identity.uid,
-            "gid": spec.identity.gid,
-            "supp_group": spec.identity.supp_group,
-            "supp_gid": spec.identity.supp_gid,
-        }
+        doc["identity"] = dataclasses.asdict(spec.identity)  # user, uid, gid, supp_group, supp_gid
     if spec.limitations:
         doc["limitations"] = dict(spec.limitations)
     if spec.directory is not None:
@@ -336,6 +334,8 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         doc["rest"] = capabilities.rest_document(spec.rest)
     if spec.flox_lock is not None:
         doc["flox"] = {"lock_file": str(spec.flox_lock)}
+    if spec.runtime is not None:
+        doc["runtime"] = runtime_document(spec.runtime)
     if spec.deployed is not None:
         doc["deployment"] = {"settings": {key.key: to_raw(getattr(spec.deployed, key.field)) for key in KEYS}}
     return doc

@@ -6,6 +6,10 @@ Two ways to know the store paths, never from the worker under test:
   through the pool) and the substrate's store registered its NAR hash when it built it; the provider's record says
   where each worker's pin lives (its Nix profile). On each worker a task reads what that profile points at, the path
   its tasks were activated from, and recomputes the NAR hash of what it really has there;
+- declared runtime (the target file's ``runtime`` section, no ``flox.lock_file``): Nix's NAR hash of the pinned
+  generation the customer declares (``runtime.nar_hash``, ``nix-store -q --hash`` of it off the cluster; undeclared:
+  NOT RUN naming the key). On each worker a task recomputes the NAR hash of what is really at the declared realized
+  path and reads the path its tasks were activated from;
 - Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.floxlock), must name, for the
   worker's system, exactly the store paths of the pinned generation's lock obtained off the cluster (the target's
   ``flox.lock_file``, or the Flox CLI on the operator's machine; neither: NOT RUN naming the key), be the same on
@@ -40,7 +44,7 @@ def _tagged(lines: list[str]) -> dict[str, str]:
 
 def local_store_problems(target, submit, workers, environment: str) -> tuple[str, list[str], object]:
     """The local check: (expected store path, one problem per worker naming it and the path, evidence)."""
-    require(target, "runtime-record")  # the local provider's record (pytest_slurmflox.abilities.RuntimeRecord)
+    require(target, "nix-store-record")  # the local provider's store (pytest_slurmflox.abilities.NixStoreRecord)
     pool = target.pool
     expected = pool.expected_store_path(environment)  # ours: nix-instantiate over our derivation
     ok, detail, registered = pool.store_verification(expected)
@@ -50,7 +54,7 @@ def local_store_problems(target, submit, workers, environment: str) -> tuple[str
     script = (
         f'case "$SLURMD_NODENAME" in {cases} *) p=/nonexistent;; esac; '
         't=$(/usr/bin/readlink -e "$p") || t=NONE; echo "profile $t"; '
-        f'a=$(/usr/bin/cat {PROFILE_DIR}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
+        f'a=$(/usr/bin/cat {_q(PROFILE_DIR)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
         f'if [ "$t" != NONE ]; then echo "nar $(/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar "$t" 2>&1 | tail -n 1)"; fi'
     )
     res = on_each(submit, workers, script)
@@ -72,6 +76,44 @@ def local_store_problems(target, submit, workers, environment: str) -> tuple[str
         if got.get("active") != expected:
             problems.append(f"{node}: its tasks were activated from {got.get('active')}, not {expected}")
     return expected, problems, res
+
+
+def declared_store_problems(target, submit, workers) -> tuple[str, list[str], object]:
+    """The declared-runtime check: (the declared realized path, one problem per worker naming it, evidence)."""
+    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+
+    rt = target.spec.runtime
+    if not rt.nar_hash:
+        pytest.skip(
+            f"{NOT_RUN_PREFIX}the target file does not declare runtime.nar_hash or flox.lock_file (the pinned "
+            f"generation's store content, target {target.spec.name!r})"
+        )
+    script = (
+        f"d={_q(rt.realized_path)}; "
+        f'a=$(/usr/bin/cat {_q(rt.profile_dir)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
+        '[ -e "$d" ] || { echo "nar MISSING"; exit 0; }; '
+        '[ -x /usr/bin/nix-store ] && [ -x /usr/bin/nix-hash ] || { echo "nar NO-NIX"; exit 0; }; '
+        f'echo "nar $(/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar "$d" 2>&1 | tail -n 1)"'
+    )
+    res = on_each(submit, workers, script)
+    seen = per_node(res)
+    problems = []
+    for node in workers:
+        got = _tagged(seen.get(node, []))
+        if not got:
+            problems.append(f"{node}: no answer from the worker")
+            continue
+        nar = got.get("nar")
+        if nar == "NO-NIX":
+            problems.append(f"{node}: no /usr/bin/nix-store and nix-hash to hash {rt.realized_path} with")
+        elif nar != rt.nar_hash:
+            problems.append(
+                f"{node}: {rt.realized_path} on the worker has NAR hash {nar}, not the declared runtime.nar_hash "
+                f"{rt.nar_hash} (its content is not the pinned generation's)"
+            )
+        if got.get("active") != rt.realized_path:
+            problems.append(f"{node}: its tasks were activated from {got.get('active')}, not {rt.realized_path}")
+    return rt.realized_path, problems, res
 
 
 _LOCK_PROBE = (

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from pytest_slurmflox.run import Result
 
-from ._marks import Marked, on_each, per_node
+from ._marks import Marked, _q, on_each, per_node
 from ._shared import observe_once
 
 #: Files of the task profile (provision/README.md); ``revision`` is the completion marker.
@@ -26,26 +26,33 @@ PROFILE_FILES = (
     "exports",
     "revision",
 )
+#: Where the reference's profile initializer writes the current profile (provision/README.md).
 PROFILE_DIR = "/run/flox-task-profile/current"
 
 
-def read_profiles(jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
+def profile_dir(target) -> str:
+    """Where the workers' task profile is: the declared ``runtime.profile_dir`` (pytest_slurmflox/declaredruntime.py)
+    on a target that declares a runtime, else the reference's :data:`PROFILE_DIR`."""
+    return target.spec.runtime.profile_dir if target.spec.runtime is not None else PROFILE_DIR
+
+
+def read_profiles(target, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
     """The task profile of every node, read by a task on that node: node -> file -> lines."""
-    res = _read_step(jobs, nodes)
+    res = _read_step(jobs, nodes, profile_dir(target))
     return _parse(res), res
 
 
-def profiles_once(request, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
+def profiles_once(request, target, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
     """:func:`read_profiles`, read once in the run: the first check to ask reads, the others judge that reading."""
-    res = observe_once(request, "task-profiles", lambda: {"step": _read_step(jobs, nodes)})["step"]
-    return _parse(res), res
+    res = observe_once(request, "task-profiles", lambda: {"step": _read_step(jobs, nodes, profile_dir(target))})
+    return _parse(res["step"]), res["step"]
 
 
-def _read_step(jobs, nodes: Iterable[str]) -> Marked:
+def _read_step(jobs, nodes: Iterable[str], directory: str) -> Marked:
     """One step on every node printing ``file<TAB>line`` for each profile file (``MISSING<TAB>file`` if absent)."""
     script = (
         # no profile directory at all: every file is missing (said as such, never a shell error taken for a file)
-        f"cd {PROFILE_DIR} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
+        f"cd {_q(directory)} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
         "done; exit 0; }; "
         f"for f in {' '.join(PROFILE_FILES)}; do "
         'if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\t%s\\n\' "$f" "$l"; done < "$f";'

@@ -25,7 +25,7 @@ def worker_runtime(target, name: str, mode: str):
     why = target.why_missing("runtime-record")
     if why is not None:
         return why
-    got = target.pool.realization(name)
+    got = target.records.realization(name)  # the local pool's record, or the target file's declared runtime
     if not got:
         return f"the owner has no realization of {name}"
     if not got.get("record"):
@@ -37,6 +37,8 @@ def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
     """The realized runtime of each node, from the runtime provider, never from the worker's task profile:
 
     - local substrate: the local runtime provider's record (through the pool);
+    - a declared runtime (the target file's ``runtime`` section, pytest_slurmflox/declaredruntime.py): the customer's
+      record of the pinned generation, the same for every worker;
     - Kubernetes: what the Flox shim gave slurmd's own process (its FLOX_ENV, the PATH entries rooted there, the
       executables in them, its environment), read by pod exec into the slurmd container, which the profile
       initializer does not write; no content digest (T2 says so).
@@ -50,8 +52,8 @@ def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
         if jobs is not None:
             require_flox_runtime(target, jobs, nodes)
         pytest.skip(
-            "missing capability runtime-record: neither a runtime-provider record (local substrate) nor a Flox shim "
-            "(Kubernetes) shows what the workers realized"
+            "missing capability runtime-record: neither a runtime-provider record (local substrate), a declared "
+            "runtime (the target file's runtime section) nor a Flox shim (Kubernetes) shows what the workers realized"
         )
     out = {}
     for node in nodes:

@@ -102,7 +102,7 @@ def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
             # The Slurm node name: the NodeSet controller sets this label on every pod it creates (slurm-operator
             # v1.2.1 api/v1beta1/well_known.go LabelNodeSetPodHostname; internal/controller/nodeset/utils/utils.go).
             node = (pod["metadata"].get("labels") or {}).get("nodeset.slinky.slurm.net/pod-hostname", name)
-            got = target.pool.realization(node) or {}
+            got = target.records.realization(node) or {}
             requirement(
                 got.get("realized_path") in (env, resolved),
                 f"{name}: slurmd's FLOX_ENV is the realized path recorded for it",

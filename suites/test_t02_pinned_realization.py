@@ -9,7 +9,8 @@ Where the expectations come from (never from a file the worker wrote):
   is ``owner/name:generation`` is no check here: the settings validators refuse any other target file (issue 26);
 - the content: the runtime provider's own record of the realized generation (local: the content digest, store
   entry and reference the local runtime provider recorded on the host when it realized ``local/<name>:<gen>``,
-  read through the worker pool). A task on each worker recomputes the digest of what is really at the recorded
+  read through the worker pool; an existing cluster: the target file's declared ``runtime``, its realized path,
+  ``content_digest`` and ``nar_hash``). A task on each worker recomputes the digest of what is really at the recorded
   realized path with the provider's own listing (runtime.DIGEST_SH) and must match;
 - the cohort: what Slurm lists in the partition, cross-checked with the owner (suites/conftest.py ``workers``).
 """
@@ -20,12 +21,13 @@ import pytest
 
 from pytest_slurmflox.declared import ENV
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import cohort
 from ._marks import _q, on_each, per_node
-from ._nixstore import flox_lock_check, local_store_problems
+from ._nixstore import declared_store_problems, flox_lock_check, local_store_problems
 from ._records import runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T2]
@@ -46,6 +48,10 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
             str(rt),
         )
     undigested = sorted(node for node, rt in records.items() if not rt.content_digest)
+    if undigested and target.spec.runtime is not None:
+        pytest.skip(
+            f"{NOT_RUN_PREFIX}the target file does not declare runtime.content_digest (target {target.spec.name!r})"
+        )
     if undigested:
         pytest.skip(
             "missing capability content-record: the runtime provider keeps no content digest for "
@@ -70,15 +76,24 @@ def test_every_worker_runs_the_pinned_nix_store_path_unmodified(target, submit, 
 
     Local: the path our code computes for the pinned generation, Nix's verify-path in the substrate's store, and on
     each worker what its profile points at, what its tasks were activated from and the NAR hash of what it has
-    there. Flox target: the generation's lock, identical across the cohort, its paths verified on each worker."""
-    local = target.why_missing("runtime-record") is None
-    if not local and target.why_missing("kubernetes") is not None:
-        pytest.skip("missing capability nix-store: no computed store path (local) and no Flox shim (Kubernetes)")
+    there. Declared runtime: the NAR hash of what each worker has at the declared realized path is the declared
+    ``runtime.nar_hash``. Flox target: the generation's lock, identical across the cohort, its paths verified on
+    each worker."""
+    local = target.why_missing("nix-store-record") is None
+    declared_runtime = target.spec.runtime is not None and target.spec.flox_lock is None
+    if not local and not declared_runtime and target.why_missing("kubernetes") is not None:
+        pytest.skip(
+            "missing capability nix-store: no computed store path (local), no declared runtime (the target file's "
+            "runtime section) and no Flox shim (Kubernetes)"
+        )
     declared(target, *ENV)
-    if not local:
+    if not local and not declared_runtime:
         flox_lock_check(target, submit, workers, expect)
         return
-    expected, problems, res = local_store_problems(target, submit, workers, expect.environment)
+    if local:
+        expected, problems, res = local_store_problems(target, submit, workers, expect.environment)
+    else:
+        expected, problems, res = declared_store_problems(target, submit, workers)
     requirement(
         not problems,
         f"every worker runs from {expect.environment}'s store path {expected}, unmodified: " + "; ".join(problems),

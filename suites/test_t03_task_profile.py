@@ -11,10 +11,14 @@ Where the expectations come from (the profile is the thing under test, never its
 - environment, image, activation mode, PATH policy, allow-list: the target file's ``expect`` section;
 - revision: recomputed from the target's settings and image with our own revision code (expectations.py);
 - realized path, PATH entries and exported values: the runtime provider's record of the realized generation
-  (expectations.Runtime, read through the worker pool on the host).
+  (expectations.Runtime, read through the worker pool on the host), or on an existing cluster the target file's
+  declared ``runtime`` (pytest_slurmflox/declaredruntime.py), which also names where the profile is
+  (``runtime.profile_dir``) and the TaskProlog slurm.conf must name (``runtime.task_prolog``).
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -30,10 +34,10 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 
 
 @pytest.fixture
-def profiles(request, submit, workers):
+def profiles(request, target, submit, workers):
     """Every worker's profile as its task reads it: one reading in the run, judged by each check here and by T11's
     revision check (suites/_shared.py)."""
-    return profiles_once(request, submit, workers)
+    return profiles_once(request, target, submit, workers)
 
 
 def test_profile_is_complete_on_every_worker(profiles, workers):
@@ -51,6 +55,17 @@ def test_profile_matches_the_declared_deployment(profiles, workers, expect, targ
     found, res = profiles
     s = expect.settings
     revision = expected_revision(s, expect.image)
+    declared_runtime = target.spec.runtime
+    if declared_runtime is not None:  # the TaskProlog in force: slurm.conf's, as the controller reports it
+        conf = target.login.run("scontrol show config")
+        named = re.search(r"^TaskProlog\s*=\s*(\S*)", conf.stdout, re.M)
+        got = named.group(1) if named else None
+        requirement(
+            got == declared_runtime.task_prolog,
+            f"the TaskProlog in force is the declared runtime.task_prolog {declared_runtime.task_prolog} "
+            f"(scontrol show config names {got})",
+            conf,
+        )
     for node in workers:
         files = found.get(node, {})
         requirement(files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}", res)

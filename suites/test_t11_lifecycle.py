@@ -202,7 +202,7 @@ def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, ta
         "an update back to the good revision restores service",
         log,
     )
-    profiles, res = read_profiles(submit, workers)
+    profiles, res = read_profiles(target, submit, workers)
     requirement(
         all(f.get("revision") == [expect.revision] for f in profiles.values()),
         "every worker runs the good revision again",

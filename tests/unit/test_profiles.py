@@ -93,7 +93,8 @@ def test_required_group_with_only_not_applicable_checks_blocks():
 # ------------------------------------------------------------------------------------------------ qemu, unknown
 @pytest.mark.parametrize("profile", [PROFILES["qemu"], UNKNOWN])
 def test_qemu_and_unknown_targets_require_everything(profile):
-    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g != "TW")
+    own = {"TF"} if profile.name == "qemu" else set()  # qemu: no throwaway worker (profiles.py)
+    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in {"TW", *own})
     so = decide(_healthy(profile, _check("T1", SKIP, "shim", KUBE_SKIP)), requested=True, profile=profile)
     assert not so.signed and any("required group T1 is SKIP" in r for r in so.reasons), so.reasons
     assert decide(_healthy(profile), requested=True, profile=profile).signed
@@ -102,7 +103,7 @@ def test_qemu_and_unknown_targets_require_everything(profile):
 def test_qemu_target_file_has_the_qemu_profile_with_its_undeclared_services():
     doc = {"substrate": "qemu", "login": LOGIN, "admin": {"user": "root"}}
     profile = profile_of(parse_target(doc))
-    assert profile.name == "qemu" and set(profile.groups) == {"TD", "TA", "TR"} and "admin" not in profile.absent
+    assert profile.name == "qemu" and set(profile.groups) == {"TF", "TD", "TA", "TR"} and "admin" not in profile.absent
 
 
 # ------------------------------------------------------------------------------------------------ customers
@@ -144,3 +145,139 @@ def test_a_skip_report_is_rewritten_as_not_applicable_for_junit_terminal_and_htm
 def test_the_readme_profile_table_is_the_codes_table():
     readme = (ROOT / "README.md").read_text()
     assert readme_table() in readme, "README 'Sign-off profiles': paste profiles.readme_table()"
+
+
+# ------------------------------------------------------------------------------------------------ reachability
+#: Each capability gate of the suites: (group, the capabilities any one of which lets its checks run). A gate with
+#: alternatives is a check with a fallback: the task-environment groups judge the workers against the runtime record
+#: (the local provider's, or a declared ``runtime`` section: capability runtime-record) or else what the Flox shim
+#: gave slurmd (kubernetes), suites/_records.py ``runtimes``; T2's store check against the local Nix store
+#: (nix-store-record), a declared runtime's NAR hash or the Flox lock (runtime-record, kubernetes).
+#: test_every_require_in_the_suites_is_a_gate_here keeps it equal to the suites' ``require(target, ...)`` calls.
+GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("T1", ("kubernetes",)),
+    ("T1", ("flox-shim",)),
+    ("T1", ("node-admin", "kubernetes")),  # else the declared node debug pod (kubernetes.node_debug_image)
+    ("T2", ("runtime-record", "kubernetes")),
+    ("T2", ("nix-store-record", "runtime-record", "kubernetes")),
+    ("T2", ("kubernetes",)),
+    ("T2", ("worker-pool",)),
+    ("T3", ("runtime-record", "kubernetes")),
+    ("T4", ("kubernetes",)),
+    ("T10", ("admin",)),
+    ("T10", ("kubernetes",)),
+    ("T11", ("worker-pool",)),
+    ("TA", ("accounting",)),
+    ("TA", ("admin",)),
+    ("TD", ("directory",)),
+    ("TD", ("admin",)),
+    ("TF", ("isolated-worker",)),
+    ("TP", ("runtime-record", "kubernetes")),
+    ("TR", ("rest",)),
+    ("TR", ("runtime-record", "kubernetes")),
+)
+RUNTIME = {
+    "realized_path": "/nix/store/0000000000000000000000000000000a-hpc-17",
+    "path": ["/nix/store/0000000000000000000000000000000a-hpc-17/bin"],
+    "exports": {"HPC_HOME": "/nix/store/0000000000000000000000000000000a-hpc-17"},
+    "profile_dir": "/run/flox-task-profile/current",
+    "task_prolog": "/etc/slurm/flox-task-prolog/task-prolog.sh",
+}
+
+
+def _capabilities(spec, pool_class) -> set[str]:
+    """What ``connection.connect`` finds on a healthy cluster of this kind: every probe that asks the cluster
+    answers (Slurm, the declared admin login and services, Kubernetes with the Flox RuntimeClass when declared),
+    and the pool's abilities and the declared runtime as connect derives them (its own helpers, on a bare pool)."""
+    from pytest_slurmflox.connection import _probe_pool, probe_runtime
+
+    caps = {"slurm", *(s for s in ("directory", "accounting", "rest") if spec.declares(s))}
+    caps |= {"admin"} if spec.admin is not None else set()
+    caps |= {"kubernetes", "flox-shim"} if spec.kubernetes is not None else set()
+    missing: dict[str, str] = {}
+    _probe_pool(object.__new__(pool_class) if pool_class else None, caps, missing)
+    probe_runtime(spec, caps, missing)
+    return caps
+
+
+def _healthy_run(spec, pool_class):
+    """A healthy cluster's run: one PASS per required group, and a SKIP naming the first capability of every gate
+    this kind cannot open (the reason the check gives). The verdict ``decide`` reaches over it."""
+    profile = profile_of(spec)
+    caps = _capabilities(spec, pool_class)
+    skips = [
+        _check(group, SKIP, f"gate{i}", f"missing capability {alts[0]}: this kind of target lacks it")
+        for i, (group, alts) in enumerate(GATES)
+        if not caps & set(alts) and group in profile.required()
+    ]
+    return decide(_healthy(profile, *skips), requested=True, profile=profile), skips
+
+
+def _pools():
+    from pytest_slurmflox.nodeset import NodeSetView
+    from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
+    from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
+
+    return {"local": LocalWorkerPool, "qemu": NodeSetPool, "kubernetes": NodeSetView, "existing": None}
+
+
+@pytest.mark.parametrize(
+    ("kind", "doc"),
+    [
+        ("local", {"substrate": "local", "login": LOGIN, "admin": {"user": "root"}, **SERVICES}),
+        (
+            "qemu",
+            {
+                "substrate": "qemu",
+                "login": LOGIN,
+                "admin": {"user": "root"},
+                "kubernetes": {"nodeset": "c"},
+                **SERVICES,
+            },
+        ),
+        (
+            "kubernetes",
+            {"login": LOGIN, "kubernetes": {"namespace": "slurm", "nodeset": "compute", "node_debug_image": "r:1"}},
+        ),
+        ("kubernetes", {"login": LOGIN, "admin": {"user": "root"}, "kubernetes": {"nodeset": "c"}, **SERVICES}),
+        ("existing", {"login": LOGIN, "admin": {"user": "root"}, "runtime": RUNTIME, **SERVICES}),
+        ("existing", {"login": LOGIN, "runtime": RUNTIME}),
+    ],
+)
+def test_a_healthy_cluster_of_every_kind_can_be_signed_off(kind, doc):
+    """Reasoned from the capabilities each kind declares: every gate it cannot open is not applicable there."""
+    spec = parse_target(doc)
+    assert profile_of(spec).name == kind
+    so, skips = _healthy_run(spec, _pools()[kind])
+    assert so.signed, (so.reasons, [c.reason for c in skips])
+    assert all(c.verdict == NOT_APPLICABLE for c in skips), [(c.group, c.reason) for c in skips]
+
+
+def test_an_existing_cluster_without_a_declared_runtime_cannot_be_signed_off_naming_it():
+    """Without a ``runtime`` section nothing shows what the workers realized: T2, T3, TP and TR stay SKIP."""
+    spec = parse_target({"login": LOGIN, "admin": {"user": "root"}, **SERVICES})
+    so, _ = _healthy_run(spec, None)
+    assert not so.signed
+    blocked = {r.split(" is ")[0].removeprefix("required group ") for r in so.reasons}
+    assert blocked == {"T2", "T3", "TP", "TR"}, so.reasons
+    assert all("SKIP" in r for r in so.reasons), so.reasons
+
+
+def test_every_require_in_the_suites_is_a_gate_here():
+    """Each ``require(target, "<capability>")`` of a suite module is one of :data:`GATES` for the module's group
+    (a destructive group's gates aside: they never weigh in a sign-off)."""
+    import ast
+
+    from pytest_slurmflox.groups import GROUPS
+
+    gated = {(group, cap) for group, alts in GATES for cap in alts}
+    for path in sorted((ROOT / "suites").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        groups = {
+            node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in GROUPS
+        } - set(DESTRUCTIVE_GROUPS)
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "require" and len(call.args) == 2:
+                cap = call.args[1].value if isinstance(call.args[1], ast.Constant) else None
+                for group in groups:
+                    assert (group, cap) in gated, f"{path.name}: require(target, {cap!r}) is no gate of {group}"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...abilities import DirectoryChanges, IsolatingWorkers, RuntimeRecord, ServiceRestart
+from ...abilities import DirectoryChanges, IsolatingWorkers, NixStoreRecord, RuntimeRecord, ServiceRestart
 from ...pool import WorkerInfo, WorkerPool
 from ...settings import WORKER_KEYS, Settings
 from ...target import worker_settings_document, write_runtime
@@ -25,7 +25,7 @@ from .forwarders import Forwarders
 from .network import address_for
 
 
-class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecord, DirectoryChanges):
+class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecord, NixStoreRecord, DirectoryChanges):
     """The cohort over a cluster's node primitives (``cluster``), never over the substrate; ``forwarders`` because
     restarting the controller clears slurmrestd's forwarder, which lives in its namespace."""
 

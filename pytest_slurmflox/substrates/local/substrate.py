@@ -3,6 +3,7 @@
 Layout of ``<workdir>``::
 
     target.yaml           what the suites see (written by up)
+    site-example.yaml     the same cluster as a customer's target (substrate existing, declared runtime: siteexample.py)
     id_cluster(.pub)      operator SSH key (0600), accepted for root and the test user on the login node
     known_hosts           pins the login node's host key for [127.0.0.1]:LOGIN_SSH_PORT
     munge.key             the cluster's shared munge key (0600)
@@ -51,6 +52,7 @@ from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarders import Forwarders
 from .network import address_for
 from .pool import LocalWorkerPool
+from .siteexample import SITE_EXAMPLE, write_site_example
 
 
 class LocalSubstrate(Substrate):
@@ -136,13 +138,23 @@ class LocalSubstrate(Substrate):
         t_rest = time.monotonic()
         self._wait_rest()
         t_rest = time.monotonic() - t_rest
-        target = write_target(self.target_spec(), c.target_file)
+        target = self._write_targets()
         c.progress(
             f"local: cluster up: {len(wanted)} workers idle, login on 127.0.0.1:{c.settings.login_ssh_port}, "
             f"REST on 127.0.0.1:{rest_port} ({time.monotonic() - t_img:.1f}s after the image, "
             f"{time.monotonic() - t0:.1f}s total; accounting and REST: db node {t_db:.1f}s, associations "
             f"{t_assoc:.1f}s, slurmrestd {t_rest:.1f}s)"
         )
+        return target
+
+    def _write_targets(self) -> dict:
+        """``target.yaml`` (what the suites see), and ``site-example.yaml``: the same cluster as a customer describes
+        theirs (substrate existing, its runtime declared: siteexample.py). The target document written."""
+        c = self.cluster
+        spec = self.target_spec()
+        target = write_target(spec, c.target_file)
+        site = write_site_example(spec, self.pool().nix_store(), c.noise.task_prolog, c.workdir.root)
+        c.progress(f"local: {site}: this cluster as a customer's target (substrate existing, its runtime declared)")
         return target
 
     def _wait_rest(self, timeout: float = 30.0) -> None:
@@ -320,6 +332,7 @@ class LocalSubstrate(Substrate):
             rmtree(c.local)
             for path in (
                 c.target_file,
+                c.workdir.root / SITE_EXAMPLE,
                 c.workdir.ssh_key,
                 c.workdir.ssh_pubkey,
                 c.workdir.munge_key,
