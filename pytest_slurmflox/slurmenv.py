@@ -91,8 +91,14 @@ def redirection_problems(
 SHELL_BOOKKEEPING = frozenset({"SHLVL", "OLDPWD", "_"})
 
 
-def _slurm_names(env: Mapping[str, str]) -> set[str]:
-    return {name for name in env if slurm_sets(name) and name not in SHELL_BOOKKEEPING}
+def _slurm_names(tasks: Mapping[str, Mapping[str, str]]) -> Counter[str]:
+    """How many of the tasks have each Slurm-set name (each distinct name classified once: 4096 tasks stay cheap)."""
+    every = set().union(*(env.keys() for env in tasks.values()))
+    known = frozenset(name for name in every if slurm_sets(name) and name not in SHELL_BOOKKEEPING)
+    names: Counter[str] = Counter()
+    for env in tasks.values():
+        names.update(env.keys() & known)
+    return names
 
 
 def consistency_problems(
@@ -105,7 +111,7 @@ def consistency_problems(
     ``SLURM_SRUN_COMM_PORT`` its port group's. ``step_nodes``: the nodes the step was asked for (default: as many
     as its node list names, else the compared tasks)."""
     out: dict[str, list[str]] = {}
-    names = Counter(name for env in tasks.values() for name in _slurm_names(env))
+    names = _slurm_names(tasks)
     if len(tasks) > 1:
         _name_problems(tasks, names, out)
         for name in sorted(n for n, c in names.items() if c == len(tasks) and compared(n, one_step=one_step)):
