@@ -178,6 +178,22 @@ def test_a_worker_whose_task_sees_a_foreign_port_is_named_alone(nodes):
 
 
 @pytest.mark.parametrize("nodes", SIZES)
+def test_the_three_worker_mutations_still_name_their_worker_alone(nodes):
+    """tests/integration/test_cohort_mutations_local.py's TaskProlog on one worker (``SLURM_CONF=/tmp/x`` and a name
+    Slurm never sets), replayed at a site's size: named alone, as at 3 workers."""
+    order = allocation_order(nodes, seed=19)
+    envs = step_environs(order)
+    odd = order[-1]
+    envs[odd].update(SLURM_CONF="/tmp/x", SLURM_SFX_SITE="1")
+    problems = consistency_problems(environs(probe_output(envs, seed=2)), one_step=True, step_nodes=nodes)
+    assert list(problems) == [odd], dict(list(problems.items())[:3])
+    assert problems[odd] == [
+        "sets SLURM_SFX_SITE, unlike the other workers' tasks of the step",
+        "SLURM_CONF='/tmp/x', the other workers' tasks have '/etc/slurm/slurm.conf'",
+    ]
+
+
+@pytest.mark.parametrize("nodes", SIZES)
 def test_another_groups_port_is_not_this_nodes(nodes):
     """A port of the step, but not the one srun gave this node's group: named (from 49 nodes there are two)."""
     order = allocation_order(nodes, seed=7)
