@@ -11,8 +11,8 @@ development branch of August 2026):
   Compared between the tasks of one step and between batch jobs submitted alike. The default for a name not
   in the table, so a name a TaskProlog invents is compared, never waved through.
 - ``job``: the job's identity or allocation (env_array_for_job/env_array_for_batch_job in src/common/env.c, srun's
-  srun_job.c for an allocation it made, the PMIx server's namespace). One value within a step; between batch
-  jobs (one per worker) it differs by design and is not compared.
+  srun_job.c for an allocation it made). One value within a step; between batch jobs (one per worker) it differs
+  by design and is not compared.
 - ``step``: the step's own description, set once by srun for every task (env_array_for_step in src/common/env.c:
   SLURM_STEP_ID, SLURM_STEP_NODELIST, SLURM_STEP_NUM_*, SLURM_STEP_LAUNCHER_PORT = srun's first response port,
   src/api/step_launch.c). One value within a step.
@@ -21,10 +21,11 @@ development branch of August 2026):
   node with step node id ``i`` is given port ``resp_port[i % num_resp_port]`` (src/slurmd/slurmstepd/
   slurmstepd_job.c). slurm.conf(5) SrunPortRange: "A single srun opens 4 listening ports plus 2 more for every 48
   hosts beyond the first 48" (Slurm's testsuite, test_116_48, counts ``4 + 2 * ((hosts - 1) // 48)``: these are
-  the response ports plus as many I/O ports). Judged by :class:`StepLayout`.
-- ``node``: the node's own (its name, its place in the step, its CPUs, the address srun's launch reached it from:
-  slurmd sets SLURM_SRUN_COMM_HOST from the connection that carried the launch, src/slurmd/slurmd/req.c, so a
-  multi-homed submit host may show different ones). Not compared between nodes; judged by a rule where one exists.
+  the response ports plus as many I/O ports). Judged by :func:`port_problems` over the :class:`StepLayout`.
+- ``node``: the node's own (its name, its place in the step, its CPUs, its PMIx server's variables, the address
+  srun's launch reached it from: slurmd sets SLURM_SRUN_COMM_HOST from the connection that carried the launch,
+  src/slurmd/slurmd/req.c, so a multi-homed submit host may show different ones). Not compared between nodes;
+  judged by a rule where one exists (SLURM_NODEID: :func:`layout_problems`; the node's name: slurmenv.py).
 - ``task``: the task's own (rank, local id, pid, CPU binding mask). Not compared.
 """
 
@@ -57,7 +58,7 @@ _NODE = (
 )
 _TASK = (
     "SLURM_PROCID SLURM_LOCALID SLURM_TASK_PID SLURM_CPU_BIND SLURM_CPU_BIND_LIST SLURM_CPU_BIND_TYPE PMIX_RANK "
-    "PMI_RANK"
+    "PMI_RANK PMI_FD"  # mpi/pmi2 (src/plugins/mpi/pmi2/mpi_pmi2.c): the task's rank and its socket to slurmstepd
 )
 
 #: name -> scope, for every name whose scope is not ``cluster`` (see the module docstring for the sources).
@@ -71,11 +72,13 @@ SCOPES: Mapping[str, str] = {
 
 
 def scope(name: str) -> str:
-    """The scope of a Slurm-set ``name``; the PMIx server's variables are the job's (its namespace, URIs and
-    directories), any other name not in :data:`SCOPES` is ``cluster``-wide."""
+    """The scope of a Slurm-set ``name``. What the PMIx server exports is the node's: mpi/pmix runs one server in
+    each node's slurmstepd and each task's variables come from that server (``PMIx_server_setup_fork`` through
+    ``pmixp_lib_setup_fork``, src/plugins/mpi/pmix/mpi_pmix.c: its URI, directories, namespace). Any other name not
+    in :data:`SCOPES` is ``cluster``-wide."""
     if name in SCOPES:
         return SCOPES[name]
-    return JOB if name.startswith("PMIX_") else CLUSTER
+    return NODE if name.startswith("PMIX_") else CLUSTER
 
 
 def compared(name: str, *, one_step: bool) -> bool:
