@@ -45,10 +45,11 @@ def up(
     :class:`DeployError`, or :class:`~pytest_slurmflox.substrates.SubstrateUnavailable` (the caller names it)."""
     from .substrates import make_substrate
 
-    WorkerRevisionFile(workdir.worker_revision_env).record(resolved.explicit_worker)
-    say(f"up: substrate {substrate_name}, work dir {workdir.root}")
     explicit = frozenset(resolved.explicit_worker)
     substrate = make_substrate(substrate_name, resolved.settings, workdir, say, options, explicit)
+    substrate.refuse()  # a limit of the substrate's own (SettingsError): refused before anything is recorded
+    WorkerRevisionFile(workdir.worker_revision_env).record(resolved.explicit_worker)
+    say(f"up: substrate {substrate_name}, work dir {workdir.root}")
     # Recorded before anything starts: a failed `up` leaves what it started findable, so `--slurmflox-destroy`
     # removes every node, namespace and cgroup of a partial deployment too (issue 25).
     if (workdir.read_deployment() or {}).get("substrate") != substrate_name:

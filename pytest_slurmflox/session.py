@@ -92,6 +92,8 @@ class SlurmfloxSession:
         say = progress_printer(self.config)
         try:
             deployed = up(substrate_name, state.resolved, state.workdir, self.options, say, state.evidence)
+        except SettingsError as exc:  # a limit of the substrate's own, refused before anything started
+            raise pytest.UsageError(f"slurmflox: {exc} (nothing was changed)") from None
         except (SubstrateUnavailable, DeployError) as exc:
             raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=True)) from None
         except Exception as exc:  # a bug or a host fault mid-way: still one line, the detail in a log file

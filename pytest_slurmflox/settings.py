@@ -109,7 +109,9 @@ class Settings:
     expected_slurm: str = _key("26.05.4", one_line, "Slurm version the target is expected to run")
     base_image: str = _key("AlmaLinux-10-GenericCloud-10.2-20260817.0.x86_64.qcow2", one_line, "VM base cloud image")
     # worker runtime (COMPUTE_REPLICAS is not part of the runtime revision)
-    compute_replicas: int = _key("2", whole(1, 64), "slurmd worker pods (local: worker nodes)")
+    # up to Slurm's node limit (MAX_SLURM_NODES, slurm/slurm.h): a NodeSet or partition may be that large; the
+    # local substrate refuses more than this host holds (substrates/local/capacity.py)
+    compute_replicas: int = _key("2", whole(1, 65536), "slurmd worker pods (local: worker nodes)")
     worker_flox_env: str = _key(
         "flox/echoip",
         matching(FLOX_ENV_PATTERN, "must be a Flox environment owner/name"),

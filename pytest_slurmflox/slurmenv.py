@@ -12,10 +12,12 @@ from something the worker does not control:
   slurm.conf(5) "configless"); ``TMPDIR`` is the submitted one when the export mode passes it, else ``TmpFS``
   (slurmstepd sets it when the task has none); ``SLURMD_NODENAME`` and ``SLURM_TOPOLOGY_ADDR`` name the task's own
   node; ``PWD`` and ``SLURM_SUBMIT_DIR`` are the submission directory.
-- **One step, one story.** In one step every task gets the same job- and step-wide variables from Slurm; only the
-  per-task and per-node ones (:data:`PER_TASK`) differ. So the set of Slurm-namespace names, and each job-wide
-  value, must be the same on every worker: a worker whose TaskProlog adds, removes or changes one is named. (Batch
-  jobs, one per worker, are compared on the names and on the values no job identity enters.)
+- **One step, one story.** Slurm gives every task of a step the same job- and step-wide values; per-node and
+  per-task ones differ, and the srun communication port is one of a bounded set (slurmscope.py says which name is
+  which, and where Slurm defines it). So the set of Slurm-namespace names, and each value Slurm makes one value,
+  must be the same on every worker; a task's ``SLURM_NODEID`` must be its node's place in the step's node list
+  and its ``SLURM_SRUN_COMM_PORT`` its port group's: a worker whose TaskProlog adds, removes or changes one is
+  named. (Batch jobs, one per worker, are compared on the names and on the cluster-wide values.)
 """
 
 from __future__ import annotations
@@ -26,39 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .expectations import slurm_sets
-
-#: Slurm-set variables whose value differs from task to task or node to node within one step (srun(1) and
-#: sbatch(1), OUTPUT ENVIRONMENT VARIABLES; slurmstepd's additions).
-PER_TASK = frozenset(
-    {
-        "SLURMD_NODENAME",
-        "SLURM_NODEID",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-        "SLURM_GTIDS",
-        "SLURM_TASK_PID",
-        "SLURM_TOPOLOGY_ADDR",
-        "SLURM_CPU_BIND",
-        "SLURM_CPU_BIND_LIST",
-        "SLURM_CPU_BIND_TYPE",
-        "SLURM_CPUS_ON_NODE",
-        "SLURM_JOB_CPUS_PER_NODE",
-        "HOSTNAME",
-        "PMIX_RANK",
-        "PMI_RANK",
-        "PMIX_HOSTNAME",
-        "SLURM_PRIO_PROCESS",
-        "SLURM_LAUNCH_NODE_IPADDR",
-        "SLURM_SRUN_COMM_HOST",
-    }
-)
-#: Values a job's identity enters: different in every batch job (one per worker), the same within one step.
-PER_JOB = re.compile(
-    r"SLURM_(JOB_?ID|JOB_NAME|JOB_START_TIME|JOB_END_TIME|(JOB_|STEP_)?NODELIST|STEP_?ID|SRUN_COMM_PORT|"
-    r"STEP_LAUNCHER_PORT|TASK_PID|JOB_NUM_NODES|NNODES|STEP_NUM_NODES|TASKS_PER_NODE|STEP_TASKS_PER_NODE|"
-    r"NODE_ALIASES)\Z"  # 22.05 names the job's nodes and addresses in SLURM_NODE_ALIASES: per job, like its nodelist
-    r"|PMIX_\w*"  # the PMIx server's namespace, URIs and temporary directories are the job's
-)
+from .slurmscope import StepLayout, compared, layout_problems, port_problems, scope
 
 
 @dataclass(frozen=True)
@@ -121,35 +91,66 @@ def redirection_problems(
 SHELL_BOOKKEEPING = frozenset({"SHLVL", "OLDPWD", "_"})
 
 
-def _slurm_names(env: Mapping[str, str]) -> set[str]:
-    return {name for name in env if slurm_sets(name) and name not in SHELL_BOOKKEEPING}
+def _slurm_names(tasks: Mapping[str, Mapping[str, str]]) -> Counter[str]:
+    """How many of the tasks have each Slurm-set name (each distinct name classified once: 4096 tasks stay cheap)."""
+    every = set().union(*(env.keys() for env in tasks.values()))
+    known = frozenset(name for name in every if slurm_sets(name) and name not in SHELL_BOOKKEEPING)
+    names: Counter[str] = Counter()
+    for env in tasks.values():
+        names.update(env.keys() & known)
+    return names
 
 
-def consistency_problems(tasks: Mapping[str, Mapping[str, str]], *, one_step: bool) -> dict[str, list[str]]:
-    """Per node, the Slurm-set names and job-wide values in which its task differs from the other tasks (the value
-    most tasks have; with two tasks that disagree both are named). ``one_step``: the tasks are one step's (else one
-    batch job per node: values a job's identity enters are not compared)."""
+def consistency_problems(
+    tasks: Mapping[str, Mapping[str, str]], *, one_step: bool, step_nodes: int | None = None
+) -> dict[str, list[str]]:
+    """Per node, where its task breaks what Slurm guarantees across the compared tasks (slurmscope.py): a
+    Slurm-set name the others' tasks lack or have, a value one value is required of that differs from most tasks'
+    (with no majority, every task is named and no value is called the expected one), and in one step (``one_step``;
+    else one batch job per node) the step's layout: ``SLURM_NODEID`` is the node's place in the step's node list,
+    ``SLURM_SRUN_COMM_PORT`` its port group's. ``step_nodes``: the nodes the step was asked for (default: as many
+    as its node list names, else the compared tasks)."""
     out: dict[str, list[str]] = {}
-    if len(tasks) < 2:
-        return out
-    names = Counter(name for env in tasks.values() for name in _slurm_names(env))
+    names = _slurm_names(tasks)
+    if len(tasks) > 1:
+        _name_problems(tasks, names, out)
+        for name in sorted(n for n, c in names.items() if c == len(tasks) and compared(n, one_step=one_step)):
+            _value_problems(tasks, name, out)
+    if one_step:
+        layout = StepLayout.of(tasks)
+        nodes = step_nodes or (len(layout.order) if layout else len(tasks))
+        for found in (layout_problems(tasks, layout), port_problems(tasks, layout, nodes)):
+            for node, problems in found.items():
+                out.setdefault(node, []).extend(problems)
+    return out
+
+
+def _name_problems(tasks: Mapping[str, Mapping[str, str]], names: Counter[str], out: dict[str, list[str]]) -> None:
     for name, count in sorted(names.items()):
         if count == len(tasks):
             continue
+        tie = count * 2 == len(tasks)
         has = count * 2 > len(tasks)
         for node, env in tasks.items():
-            if (name in env) != has or count * 2 == len(tasks):
+            if (name in env) != has or tie:
                 what = "sets" if name in env else "lacks"
-                out.setdefault(node, []).append(f"{what} {name}, unlike the other workers' tasks of the step")
-    for name in sorted(n for n, c in names.items() if c == len(tasks) and n not in PER_TASK):
-        if not one_step and PER_JOB.match(name):
-            continue
-        values = Counter(env[name] for env in tasks.values())
-        if len(values) == 1:
-            continue
-        common, times = values.most_common(1)[0]
-        tie = times * 2 <= len(tasks)
+                whose = "half the workers' tasks set it" if tie else "unlike the other workers' tasks of the step"
+                out.setdefault(node, []).append(f"{what} {name}, {whose}")
+
+
+def _value_problems(tasks: Mapping[str, Mapping[str, str]], name: str, out: dict[str, list[str]]) -> None:
+    values = Counter(env[name] for env in tasks.values())
+    if len(values) == 1:
+        return
+    common, times = values.most_common(1)[0]
+    if times * 2 > len(tasks):
         for node, env in tasks.items():
-            if tie or env[name] != common:
+            if env[name] != common:
                 out.setdefault(node, []).append(f"{name}={env[name]!r}, the other workers' tasks have {common!r}")
-    return out
+        return
+    shown = ", ".join(repr(v) for v, _ in values.most_common(4)) + (", ..." if len(values) > 4 else "")
+    for node, env in tasks.items():
+        out.setdefault(node, []).append(
+            f"{name}={env[name]!r}: the workers' tasks disagree and no value is most tasks' "
+            f"({len(values)} values: {shown}); Slurm gives them one ({scope(name)}-wide)"
+        )

@@ -48,12 +48,18 @@ def serving(state: str) -> bool:
 def partition_nodes(target) -> tuple[dict[str, str], Result]:
     """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
     res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
+    return node_states(res.stdout), res
+
+
+def node_states(text: str) -> dict[str, str]:
+    """``sinfo -h -N -o '%N|%T'`` output as node -> state (lower case): one line per node, whatever order and
+    however many (no host list to expand); a line without ``|`` (a site's banner) is not a node."""
     nodes: dict[str, str] = {}
-    for line in res.stdout.splitlines():
+    for line in text.splitlines():
         name, sep, state = line.strip().partition("|")
         if sep:
             nodes[name] = state.lower()
-    return nodes, res
+    return nodes
 
 
 def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:

@@ -122,7 +122,9 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
     requirement(not readable, f"no pod or FloxHub credential file is readable by a task: {readable}", env)
     found = environs(env.stdout)
     facts = SlurmFacts.read(submit.login)
-    odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=True)
+    odd = consistency_problems(
+        {node: found[node] for node in workers if node in found}, one_step=True, step_nodes=len(workers)
+    )
     for node in workers:
         names = sorted(found.get(node, {}))
         requirement(bool(names), f"{node}: a task showed its environment", env)

@@ -92,7 +92,7 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
     }
     # the names Slurm sets are judged too (slurmenv.py): redirections against the cluster's configuration, and the
     # same Slurm-set names and job-wide values on every worker
-    odd = consistency_problems(tasks, one_step=kind == "srun")
+    odd = consistency_problems(tasks, one_step=kind == "srun", step_nodes=len(workers))
     tmpdir = submit_env.get("TMPDIR") if passes_through(sem.mode, "TMPDIR", sem.varlist) else None
     for node, task in tasks.items():
         problems = redirection_problems(task, node, facts, submit_dir=submit_env.get("PWD"), tmpdir=tmpdir)

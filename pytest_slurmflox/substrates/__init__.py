@@ -49,6 +49,12 @@ class Substrate(ABC):
         explicitly (``explicit``, from the one resolution of settings); each substrate takes the rows it has."""
 
     @abstractmethod
+    def refuse(self) -> None:
+        """Raise :class:`~pytest_slurmflox.settings.SettingsError` when this substrate cannot hold what its settings
+        ask for on this host (a limit of its own, such as the local substrate's cohort size); ``up`` calls it before
+        anything is recorded or started."""
+
+    @abstractmethod
     def up(self) -> dict:
         """Create or converge the cluster (idempotent); return the target description (also written to
         ``workdir/target.yaml``)."""

@@ -1,4 +1,5 @@
-"""A cohort grows from 3 to 32 workers and back in seconds, and a removed worker leaves nothing (issue 29).
+"""A cohort grows from 3 workers to the local substrate's limit and back in seconds, one step over all of them is
+judged by what Slurm guarantees, and a removed worker leaves nothing (issues 29 and 44).
 
 Sites run hundreds of workers: the operator's own command, ``pytest --slurmflox-up=local`` with ``COMPUTE_REPLICAS``
 changed, must converge the cohort quickly both ways, and shrinking must not leave what a removed worker had: its
@@ -6,8 +7,14 @@ process tree, network namespace, cgroups, Nix profile (the generation it pinned)
 size is judged from outside the cluster: Slurm's own node list through the login node, the host's namespaces,
 cgroups and profile links; the expected set of workers is computed here from the size asked for.
 
+The large size is the local substrate's own limit on this host (substrates/local/capacity.py: 64 on a 2-core host);
+one more is refused in one line and changes nothing. At that size one srun step spans more than 48 nodes, so srun
+opens several response ports and the tasks see different ``SLURM_SRUN_COMM_PORT`` values: TP's and T10's one-step
+checks must pass on the healthy cohort, and a worker whose TaskProlog gives its tasks a port no group of the step
+has must FAIL, named (issue 44).
+
 An idle worker's host memory is measured too (its cgroup's resident and shared-memory pages, what the host cannot
-reclaim), and must stay within 16 MiB so that 64 workers fit beside the checks on a 2-core, 24 GiB machine.
+reclaim), and must stay within 16 MiB so that the local limit's workers fit beside the checks.
 """
 
 from __future__ import annotations
@@ -19,9 +26,19 @@ import time
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import clean_env, cluster_of, destroy, local_substrate, private_deployment
+from acceptance_helpers import (
+    clean_env,
+    cluster_of,
+    destroy,
+    local_substrate,
+    mutated,
+    passes_again,
+    private_deployment,
+    task_prolog_exporting,
+)
 
 from pytest_slurmflox.substrates.local import cgroups
+from pytest_slurmflox.substrates.local.capacity import IDLE_WORKER_BYTES, Capacity
 from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 pytestmark = pytest.mark.integration
@@ -33,13 +50,14 @@ CONVERGE_SECONDS = float(os.environ.get("SLURMFLOX_SCALE_CONVERGE_SECONDS", "30"
 def converge_bound() -> float:
     """The bound, scaled by how much other work shares the CPUs right now (CI runs two test files at once on 2
     cores): a resize is CPU-bound (32 node boots), so at a load average L on C cores it gets L/C times as long.
-    On an idle machine this is the issue's 30 s, unchanged."""
-    return CONVERGE_SECONDS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    On an idle machine this is the issue's 30 s, unchanged; the limit's cohort gets it per 32 workers."""
+    return CONVERGE_SECONDS * max(1.0, BIG / 32) * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
-#: What an idle worker may cost the host (resident + shared memory of its cgroup).
-IDLE_WORKER_BYTES = 16 * 1024 * 1024
-BIG = 32
+#: The local substrate's limit on this host: the largest cohort it brings up.
+BIG = Capacity.of_host().workers
+#: One step on every worker, judged by what Slurm guarantees (issue 44): TP's default export mode, T10's credentials.
+ONE_STEP = ("-m", "TP or T10", "-k", "test_srun_task_environment and default or no_pod_or_floxhub")
 
 
 def workers(n: int) -> list[str]:
@@ -57,6 +75,12 @@ def deployment(tmp_path_factory):
 
 def up(deployment, replicas: int) -> float:
     """``pytest --slurmflox-up=local`` with ``COMPUTE_REPLICAS=replicas``, as an operator runs it; its wall time."""
+    proc, seconds = _up(deployment, replicas)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return seconds
+
+
+def _up(deployment, replicas: int) -> tuple[subprocess.CompletedProcess[str], float]:
     home, _, common = deployment
     env = {**clean_env(), "COMPUTE_REPLICAS": str(replicas)}
     # the test extra's hypothesis plugin imports hypothesis at the summary (seconds): no operator's install has it
@@ -75,8 +99,7 @@ def up(deployment, replicas: int) -> float:
     said = [line for line in proc.stdout.splitlines() if "cluster up:" in line]
     print(f"[up COMPUTE_REPLICAS={replicas}] exit {proc.returncode} in {seconds:.1f}s, load {os.getloadavg()[0]:.1f}")
     print("\n".join(said))
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    return seconds
+    return proc, seconds
 
 
 def slurm_workers(workdir: Path) -> dict[str, str]:
@@ -112,7 +135,7 @@ def idle_bytes(workdir: Path, name: str) -> int:
     return int(stat["total_rss"]) + int(stat["total_shmem"])
 
 
-def test_a_cohort_grows_to_32_workers_quickly_and_every_one_serves(deployment):
+def test_a_cohort_grows_to_the_local_limit_quickly_and_every_one_serves(deployment):
     _, workdir, _ = deployment
     up(deployment, 3)
     assert sorted(slurm_workers(workdir)) == sorted(workers(3))
@@ -121,6 +144,31 @@ def test_a_cohort_grows_to_32_workers_quickly_and_every_one_serves(deployment):
     assert sorted(states) == sorted(workers(BIG)), states
     assert {s for s in states.values()} == {"idle"}, states
     assert seconds < converge_bound(), f"3 -> {BIG} workers took {seconds:.1f}s (bound {converge_bound():.0f}s)"
+
+
+def test_one_more_than_the_local_limit_is_refused_in_one_line_and_changes_nothing(deployment):
+    _, workdir, _ = deployment
+    proc, _ = _up(deployment, BIG + 1)
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "slurmflox:" in line]
+    assert proc.returncode == 4 and len(said) == 1, said
+    assert f"is refused: the local substrate's limit on this host is {BIG} workers" in said[0], said
+    assert sorted(slurm_workers(workdir)) == sorted(workers(BIG))
+
+
+def test_one_step_over_the_whole_cohort_passes_tp_and_t10_and_a_foreign_port_fails_naming_its_worker(deployment):
+    home, workdir, common = deployment
+    cluster = (home, workdir, common, None)
+    healthy = passes_again(cluster, *ONE_STEP)
+    assert len(healthy.outcomes("passed")) == 2, healthy.output[-3000:]
+    odd = f"worker{BIG // 2 + 1}"
+    foreign = task_prolog_exporting("export SLURM_SRUN_COMM_PORT=1")
+    run = mutated(cluster, {odd: foreign}, *ONE_STEP)
+    assert len(run.outcomes("failure")) == 2, run.output[-3000:]
+    message = run.messages()
+    assert f"{odd}: every name Slurm sets in a task has Slurm's value" in message, message[-3000:]
+    assert "SLURM_SRUN_COMM_PORT='1', port group" in message, message[-3000:]
+    named = {w for w in workers(BIG) if f"{w}:" in message or f"on {w} " in message}
+    assert named == {odd}, named
 
 
 def test_an_idle_worker_costs_at_most_16_mib(deployment):

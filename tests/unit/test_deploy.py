@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.deploy import DeployError, up
-from pytest_slurmflox.settings import SubstrateOptions, resolve
+from pytest_slurmflox.settings import SettingsError, SubstrateOptions, resolve
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate, SubstrateUnavailable
 from pytest_slurmflox.target import TargetSpec, parse_target
 from pytest_slurmflox.workdir import Workdir
@@ -23,7 +23,8 @@ from pytest_slurmflox.workdir import Workdir
 
 class Starting(Substrate):
     """``up`` writes ``<work dir>/seen-at-up.json`` (the deployment record and whether the worker revision file
-    existed), then fails when ``<work dir>/fail`` exists, else returns a target with no admin login."""
+    existed), then fails when ``<work dir>/fail`` exists, else returns a target with no admin login. It refuses
+    its settings (a limit of its own) when ``<work dir>/too-big`` exists."""
 
     name = "starting"
 
@@ -33,6 +34,10 @@ class Starting(Substrate):
     @classmethod
     def from_options(cls, settings, workdir, progress, options, explicit):  # type: ignore[override]
         return cls(workdir)
+
+    def refuse(self) -> None:
+        if (self.workdir.root / "too-big").exists():
+            raise SettingsError("COMPUTE_REPLICAS", "9", "the starting substrate's limit on this host is 8 workers")
 
     def up(self) -> dict:
         seen = {"record": self.workdir.read_deployment(), "revision": self.workdir.worker_revision_env.exists()}
@@ -105,3 +110,12 @@ def test_the_target_is_recorded_once_up_and_a_cohort_without_admin_access_is_one
     record = workdir.read_deployment()
     assert record is not None and record["target"] == str(workdir.root / "target.yaml")
     assert said == [f"up: substrate starting, work dir {workdir.root}"]
+
+
+def test_a_substrates_own_limit_is_refused_before_anything_is_recorded_or_started(workdir: Workdir):
+    (workdir.root / "too-big").touch()
+    said: list[str] = []
+    with pytest.raises(SettingsError, match="limit on this host is 8 workers"):
+        _up(workdir, said)
+    assert not (workdir.root / "seen-at-up.json").exists()  # up never ran
+    assert workdir.read_deployment() is None and not workdir.worker_revision_env.exists() and said == []

@@ -71,3 +71,15 @@ def test_batch_jobs_on_slurm_22_05_name_their_own_node_aliases():
         for i in (1, 2)
     }
     assert consistency_problems(jobs, one_step=False) == {}
+
+
+def test_what_each_nodes_pmix_server_exports_is_that_nodes():
+    """mpi/pmix: each node's slurmstepd runs its own PMIx server and each task's PMIX_* come from it (its URI
+    names its own address and pid): they differ between nodes of one healthy step and are not compared."""
+    step = {
+        f"w{i}": task(
+            f"w{i}", i - 1, PMIX_RANK=str(i - 1), PMIX_SERVER_URI41=f"pmix-server.{300 + i};tcp4://10.0.0.{i}:4{i}"
+        )
+        for i in (1, 2, 3)
+    }
+    assert consistency_problems(step, one_step=True) == {}

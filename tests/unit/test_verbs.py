@@ -36,6 +36,9 @@ class Recorded(Substrate):
     def from_options(cls, settings, workdir, progress, options, explicit):  # type: ignore[override]
         return cls(workdir)
 
+    def refuse(self) -> None:
+        raise AssertionError("a verb never asks whether a substrate can come up")
+
     def up(self) -> dict:
         raise AssertionError("a verb never brings a substrate up")
 

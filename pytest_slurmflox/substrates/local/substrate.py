@@ -48,6 +48,7 @@ from ...waits import WaitTimedOut, poll, poll_missing
 from ...workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
+from .capacity import Capacity
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarders import Forwarders
 from .network import address_for
@@ -84,6 +85,10 @@ class LocalSubstrate(Substrate):
         return LocalWorkerPool(self.cluster, self.forwarders)
 
     # ================================================================================== up
+    def refuse(self) -> None:
+        """More workers than this host holds (capacity.py) is refused before anything starts, in one line."""
+        Capacity.of_host().refuse(self.cluster.settings.compute_replicas)
+
     def up(self) -> dict:
         with self.cluster.exclusive():
             return self._up()

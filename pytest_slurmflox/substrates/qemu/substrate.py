@@ -237,6 +237,11 @@ class QemuSubstrate(Substrate):
         return ["nfs-kernel-server", "nfs-common"] if server else ["nfs-common"]
 
     # ------------------------------------------------------------------------------------------ verbs
+    def refuse(self) -> None:
+        """Nothing of its own: NODES is bounded by the settings, and the NodeSet takes any COMPUTE_REPLICAS the
+        settings accept (up to Slurm's node limit); what its nodes cannot place stays pending, which the cohort
+        pre-flight names."""
+
     def up(self) -> dict:
         """VMs, shared home, then Kubernetes and the Slurm stack (needs the internet); returns the target."""
         from .network import offline_reason
