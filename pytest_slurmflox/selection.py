@@ -5,6 +5,7 @@ allowed, TW checks only with a workload corpus, and the project's own tests neve
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,8 +15,10 @@ from typing import Any
 import pytest
 
 from .groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
-from .options import get_option
+from .options import OPTIONS, get_option
 from .outcome import Deselected
+from .settings import KEYS
+from .workdir import Workdir
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
 #: Options that make an invocation a main job (a run of the product, not of the project's tests).
@@ -35,6 +38,19 @@ def main_job(config: pytest.Config) -> bool:
         return True
     tokens = re.findall(r"[A-Za-z0-9_]+", config.option.markexpr or "")
     return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")
+
+
+def addressed(config: pytest.Config, workdir: Workdir) -> bool:
+    """Whether this invocation concerns slurmflox at all: a main job, a slurmflox flag on the command line, a
+    ``SLURMFLOX_*`` variable in the environment, or a work dir that records a deployment. A pytest run of another
+    project in the same venv is none of these (a bare ``WORKDIR`` or ``NODES`` there is not ours)."""
+    flags = [*(option.dest for option in OPTIONS), *(spec.dest for spec in KEYS)]
+    return (
+        main_job(config)
+        or any(config.getoption(dest, None) not in (None, False) for dest in flags)
+        or any(name.startswith("SLURMFLOX_") for name in os.environ)
+        or workdir.deployment.is_file()
+    )
 
 
 def installed_suites() -> Path | None:

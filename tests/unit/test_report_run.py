@@ -95,7 +95,7 @@ def site(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         f"kubernetes: {{kubeconfig: {kube}, namespace: slurm, nodeset: compute}}\n"
         f"expect: {{image: 'repo/worker:1@sha256:{'ab' * 32}'}}\n"
     )
-    monkeypatch.setenv("WORKDIR", str(workdir))
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(workdir))
     monkeypatch.setenv("SFX_MUNGE", str(munge))
     monkeypatch.setenv("SFX_KEY", str(key))
     monkeypatch.setenv("SFX_KUBE", str(kube))
