@@ -61,16 +61,20 @@ def installed_suites() -> Path | None:
 
 
 def main_job_paths(config: pytest.Config, user_paths: bool) -> list[str] | None:
-    """The paths a main job collects when the user named none and it runs in the project's checkout: the suites,
-    nothing else. In the checkout ``testpaths`` also names ``tests/``, whose conftest and modules need the test
-    extra (hypothesis): a newcomer's first command must never load, collect or report them (issue 25). None
-    leaves pytest's own choice (the user named paths, or this is not the checkout: a customer's directory)."""
+    """The paths a main job collects when the user named none: the suites, nothing else, in the project's checkout
+    (where ``testpaths`` also names ``tests/``, whose conftest and modules need the test extra: a newcomer's first
+    command must never load, collect or report them, issue 25) and wherever a target file is given (a target file
+    means the suites, as ``--pyargs pytest_slurmflox.suites`` would collect them, issue 38: without it a customer's
+    ``pytest --slurmflox-target=site.yaml`` once collected nothing and still wrote a report). None leaves pytest's
+    own choice (the user named paths, or a mark expression alone outside the checkout)."""
     if user_paths or not main_job(config):
         return None
     suites = installed_suites()
-    if suites is None or not suites.is_relative_to(config.rootpath.resolve()):
+    if suites is None:
         return None
-    return [str(suites)]
+    if suites.is_relative_to(config.rootpath.resolve()) or get_option(config, "slurmflox_target"):
+        return [str(suites)]
+    return None
 
 
 def pyargs_anchors(names: Iterable[str]) -> list[str]:

@@ -116,6 +116,7 @@ def run(pytester: pytest.Pytester, site: dict, run_id: str, *args: str, subproce
         f"--slurmflox-reports={site['reports']}",
         f"--slurmflox-run-id={run_id}",
         *args,
+        str(pytester.path),  # the fake checks: without a path a target means the installed suites
     )
     paths = ReportPaths(site["reports"] / run_id)
     evidence = json.loads(paths.evidence.read_text()) if paths.evidence.exists() else None
