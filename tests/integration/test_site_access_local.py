@@ -96,3 +96,18 @@ def _hosts(nodelist: str) -> set[str]:
             low, _, high = part.partition("-")
             hosts.update(f"{prefix}{i}" for i in range(int(low), int(high or low) + 1))
     return hosts
+
+
+def test_a_declared_reservation_slurm_does_not_have_fails_the_run_naming_it(site):
+    """Declared but broken is FAIL: a target naming a reservation Slurm does not have fails the cohort pre-flight,
+    and with it every check, naming the reservation (never a SKIP, never a run on nodes outside any reservation)."""
+    home, _, target, _ = site
+    doc = yaml.safe_load(target.read_text())
+    doc["slurm"]["reservation"] = "sfxnosuch"
+    broken = home / "site-nosuch.yaml"
+    broken.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_pytest(home, f"--slurmflox-target={broken}", "-m", "T4", timeout=600)
+    failed = run.outcomes("failure") + run.outcomes("error")
+    assert failed and run.outcomes("passed") == [], run.output[-4000:]
+    said = run.messages("failure") + run.messages("error")  # the pre-flight fails in the checks' setup
+    assert "slurm.reservation sfxnosuch: Slurm has no such reservation" in said, run.output[-4000:]
