@@ -11,9 +11,9 @@ evidence.json; ``report`` is the rest of the wall time (start-up, collection, wr
     .venv/bin/python bench/acceptance_bench.py --runs 5 --workers 0 2 -- --slurmflox-workdir=/path
 
 Cohort-size axis (issue 29): ``--cohorts 3 12 32`` grows (or shrinks) the local deployment to each size in turn
-(``COMPUTE_REPLICAS=N pytest --slurmflox-up=local``, timed as "converge"), runs the acceptance run ``--runs`` times
-with the first ``--workers`` value, and prints per size: wall, the sum of check times, and the five checks that grew
-most against the first size; the verdicts must be the same at every size.
+(``SLURMFLOX_COMPUTE_REPLICAS=N pytest --slurmflox-up=local``, timed as "converge"), runs the acceptance run
+``--runs`` times with the first ``--workers`` value, and prints per size: wall, the sum of check times, and the five
+checks that grew most against the first size; the verdicts must be the same at every size.
 
     .venv/bin/python bench/acceptance_bench.py --runs 1 --workers 2 --cohorts 3 12 -- --slurmflox-workdir=/path
 """
@@ -127,7 +127,7 @@ def cohort_rows(sizes: list[int], workers: int, runs: int, extra: list[str], rep
     first_wall = 0.0
     verdicts: list[dict[str, str]] = []
     for size in sizes:
-        env = {"COMPUTE_REPLICAS": str(size)}
+        env = {"SLURMFLOX_COMPUTE_REPLICAS": str(size)}
         converge = _pytest("--slurmflox-up=local", "-k", "sfx_bench_selects_nothing", *extra, env=env)
         tag = secrets.token_hex(2)
         probe = one_run(workers, extra, reports, f"bench-{tag}-c{size}-probe", env)

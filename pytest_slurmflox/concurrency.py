@@ -93,8 +93,8 @@ def selects_destructive(config: pytest.Config) -> bool:
 
 def selects_checks(config: pytest.Config) -> bool:
     """Whether this is an acceptance run: checks selected by marker (``-m acceptance``, ``-m "T3 or T7"``) or group
-    list, or the README's customer command, a target named without a mark expression (``pytest --pyargs
-    pytest_slurmflox.suites --slurmflox-target=site.yaml``: it runs every acceptance check, so it gets the same
+    list, or the README's customer command, a target named without a mark expression (``pytest
+    --slurmflox-target=site.yaml``: it runs every acceptance check, so it gets the same
     concurrency as ``-m acceptance``; issue 29 measured it serial, 181 s). A bare ``--slurmflox-up`` is not one (it
     provisions; a no-change converge must stay a matter of seconds, without starting workers that would find
     nothing to run), nor is a target with ``--slurmflox-up`` beside it."""

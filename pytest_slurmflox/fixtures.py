@@ -150,13 +150,7 @@ def submit(request: pytest.FixtureRequest, target: Target) -> Iterator[Any]:
     from .submit import Jobs
 
     require(target, "slurm")
-    jobs = Jobs(
-        login=target.login,
-        slurm=target.slurm,
-        run_id=session_state(request.config).run_id,
-        label=request.node.name,
-        partition=target.spec.partition,
-    )
+    jobs = Jobs.of(target, session_state(request.config).run_id, request.node.name)
     yield jobs
     jobs.cleanup()
 

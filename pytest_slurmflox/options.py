@@ -1,7 +1,8 @@
 """The option table and its one precedence.
 
-Every option is a CLI flag, an environment variable and an ini key, with one precedence:
-CLI flag > environment variable > ini key > default. Runtime *settings* (WORKER_*, NODES, ...) follow the same
+Every option is a CLI flag, an environment variable (``SLURMFLOX_*``, never a bare name) and an ini key, with one
+precedence: CLI flag > environment variable > ini key > default. Runtime *settings* (WORKER_*, NODES, ...; in the
+environment SLURMFLOX_WORKER_*, SLURMFLOX_NODES, ...) follow the same
 order with one more layer, the persisted ``worker-revision.env`` between environment and ini (see settings.py);
 :func:`resolve_settings` applies it once per invocation and the result travels down from there.
 
@@ -188,9 +189,10 @@ def raw_settings(config: pytest.Config) -> tuple[dict[str, str | None], dict[str
 
 def workdir_of(config: pytest.Config) -> Workdir:
     """WORKDIR resolved ahead of the rest (the persisted settings live inside it), made absolute against the
-    invocation directory."""
+    invocation directory (environment: ``SLURMFLOX_WORKDIR``)."""
     cli, ini = raw_settings(config)
-    raw = cli["WORKDIR"] or os.environ.get("WORKDIR") or ini["WORKDIR"] or KEYS_BY_NAME["WORKDIR"].default
+    spec = KEYS_BY_NAME["WORKDIR"]
+    raw = cli["WORKDIR"] or os.environ.get(spec.env) or ini["WORKDIR"] or spec.default
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = Path(config.invocation_params.dir) / path

@@ -42,8 +42,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """A main job in the checkout loads the suites' conftests only, not those of testpaths' ``tests/``; one that
-    names the suites by ``--pyargs`` loads those of the modules it names, not those of the cwd's ``test*``."""
+    """A main job in the checkout, or one given a target file, without paths loads the suites' conftests only (not
+    those of testpaths' ``tests/`` or of the cwd); one that names the suites by ``--pyargs`` loads those of the
+    modules it names, not those of the cwd's ``test*``."""
     early = EarlyOptions(early_config)
     namespace = early_config.known_args_namespace
     paths = main_job_paths(early, user_paths=bool(namespace.file_or_dir))  # type: ignore[arg-type]

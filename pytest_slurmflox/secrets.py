@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -219,15 +220,17 @@ def _secret_named(path: Path) -> bool:
 def secret_files(workdir: Workdir | None, spec: Any = None) -> list[Path]:
     """The credential files of a deployment / target: what the redactor learns and the scan looks for.
 
-    The work dir's well-known secrets (munge key, SSH key, kubeconfig), every credential-named file below it
-    (``*.key``, ``id_*``, ``ssh_host_*_key``, ``kubeconfig``, ``*.pem``), and the target file's key and kubeconfig.
+    The work dir's well-known secrets (munge key, SSH key, kubeconfig), every credential-named file below a work
+    dir that records a deployment (``*.key``, ``id_*``, ``ssh_host_*_key``, ``kubeconfig``, ``*.pem``; on the work
+    dir's own file system), and the target file's key and kubeconfig. A directory that records no deployment (a
+    ``SLURMFLOX_WORKDIR`` pointing anywhere) is never walked.
     """
     paths: list[Path] = []
     roots = {w for w in (workdir, Workdir(spec.workdir) if spec is not None and spec.workdir else None) if w}
     for wd in sorted(roots, key=lambda w: str(w.root)):
         paths += [wd.munge_key, wd.ssh_key, wd.kubeconfig]
-        if wd.root.is_dir():
-            paths += sorted(p for p in wd.root.rglob("*") if _secret_named(p))
+        if wd.deployment.is_file():
+            paths += _credential_files_below(wd.root)
     if spec is not None:
         paths += [e.key for e in (spec.login, spec.admin) if e is not None and e.key is not None]
         if spec.kubernetes is not None and spec.kubernetes.kubeconfig is not None:
@@ -241,6 +244,28 @@ def secret_files(workdir: Workdir | None, spec: Any = None) -> list[Path]:
         if small and p not in seen:
             seen.append(p)
     return seen
+
+
+def _credential_files_below(root: Path) -> list[Path]:
+    """Credential-named files below ``root``, sorted, without crossing into another file system (a node's root
+    file system mounted below a work dir is the node's, not the deployment's record)."""
+    try:
+        device = root.stat().st_dev
+    except OSError:
+        return []
+    found: list[Path] = []
+    for where, dirs, files in os.walk(root):
+        here = Path(where)
+        dirs[:] = [d for d in dirs if _same_device(here / d, device)]
+        found += [here / name for name in files if _secret_named(here / name)]
+    return sorted(found)
+
+
+def _same_device(path: Path, device: int) -> bool:
+    try:
+        return path.lstat().st_dev == device
+    except OSError:
+        return False
 
 
 __all__ = [

@@ -5,6 +5,7 @@ allowed, TW checks only with a workload corpus, and the project's own tests neve
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,8 +15,10 @@ from typing import Any
 import pytest
 
 from .groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
-from .options import get_option
+from .options import OPTIONS, get_option
 from .outcome import Deselected
+from .settings import KEYS
+from .workdir import Workdir
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
 #: Options that make an invocation a main job (a run of the product, not of the project's tests).
@@ -37,6 +40,19 @@ def main_job(config: pytest.Config) -> bool:
     return any(t in GROUPS or t == "acceptance" for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] != "not")
 
 
+def addressed(config: pytest.Config, workdir: Workdir) -> bool:
+    """Whether this invocation concerns slurmflox at all: a main job, a slurmflox flag on the command line, a
+    ``SLURMFLOX_*`` variable in the environment, or a work dir that records a deployment. A pytest run of another
+    project in the same venv is none of these (a bare ``WORKDIR`` or ``NODES`` there is not ours)."""
+    flags = [*(option.dest for option in OPTIONS), *(spec.dest for spec in KEYS)]
+    return (
+        main_job(config)
+        or any(config.getoption(dest, None) not in (None, False) for dest in flags)
+        or any(name.startswith("SLURMFLOX_") for name in os.environ)
+        or workdir.deployment.is_file()
+    )
+
+
 def installed_suites() -> Path | None:
     """Where ``pytest_slurmflox.suites`` is imported from (the checkout's ``suites/`` under an editable install)."""
     spec = importlib.util.find_spec("pytest_slurmflox.suites")
@@ -45,16 +61,20 @@ def installed_suites() -> Path | None:
 
 
 def main_job_paths(config: pytest.Config, user_paths: bool) -> list[str] | None:
-    """The paths a main job collects when the user named none and it runs in the project's checkout: the suites,
-    nothing else. In the checkout ``testpaths`` also names ``tests/``, whose conftest and modules need the test
-    extra (hypothesis): a newcomer's first command must never load, collect or report them (issue 25). None
-    leaves pytest's own choice (the user named paths, or this is not the checkout: a customer's directory)."""
+    """The paths a main job collects when the user named none: the suites, nothing else, in the project's checkout
+    (where ``testpaths`` also names ``tests/``, whose conftest and modules need the test extra: a newcomer's first
+    command must never load, collect or report them, issue 25) and wherever a target file is given (a target file
+    means the suites, as ``--pyargs pytest_slurmflox.suites`` would collect them, issue 38: without it a customer's
+    ``pytest --slurmflox-target=site.yaml`` once collected nothing and still wrote a report). None leaves pytest's
+    own choice (the user named paths, or a mark expression alone outside the checkout)."""
     if user_paths or not main_job(config):
         return None
     suites = installed_suites()
-    if suites is None or not suites.is_relative_to(config.rootpath.resolve()):
+    if suites is None:
         return None
-    return [str(suites)]
+    if suites.is_relative_to(config.rootpath.resolve()) or get_option(config, "slurmflox_target"):
+        return [str(suites)]
+    return None
 
 
 def pyargs_anchors(names: Iterable[str]) -> list[str]:

@@ -20,7 +20,7 @@ from .envfacts import target_facts
 from .groups import item_group
 from .options import get_option, resolve_settings
 from .outcome import BY_PYTEST
-from .selection import NOT_ACCEPTANCE, Selection, is_workload_check
+from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check
 from .sessionstate import SessionState, progress_printer
 from .settings import SettingsError, SubstrateOptions
 from .upfailure import failed_up_line
@@ -45,7 +45,8 @@ class SlurmfloxSession:
         if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
             self._locate_target()
         self.read_target()
-        self.state.evidence.redact.learn(self.state.workdir, self.state.spec)  # the one teaching, every process
+        if self.state.target_path is not None:  # a run with no target runs nothing of ours: nothing to hide
+            self.state.evidence.redact.learn(self.state.workdir, self.state.spec)  # the one teaching, every process
 
     def read_target(self) -> None:
         """The one read of the target file in this process (after ``up`` wrote it, or the path the xdist
@@ -103,7 +104,11 @@ class SlurmfloxSession:
         state.exit.provisioned = True
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """The run, its target and what it expects, when the run is ours (:func:`addressed`): a pytest run of
+        another project in the same venv shows no slurmflox line."""
         state = self.state
+        if state.target_path is None and not addressed(config, state.workdir):
+            return []
         lines = [f"slurmflox: run {state.run_id}, work dir {state.workdir.root}"]
         if state.target_path is None:
             return [*lines, self._settings_line()]

@@ -3,13 +3,17 @@
 One place decides what a setting is. Each key has exactly one spelling per source:
 
     CLI flag      --slurmflox-<key in lower case, '_' -> '-'>   e.g. --slurmflox-worker-flox-generation=18
-    environment   <KEY>                                         e.g. WORKER_FLOX_GENERATION=18
+    environment   SLURMFLOX_<KEY>                               e.g. SLURMFLOX_WORKER_FLOX_GENERATION=18
     ini key       slurmflox_<key in lower case>                 e.g. slurmflox_worker_flox_generation = 18
+    files         <KEY> (worker-revision.env, a target file's expect.settings)   e.g. WORKER_FLOX_GENERATION=18
+
+The environment of a login node or a CI job is not ours: a bare ``WORKDIR``, ``NODES`` or ``MEM`` there belongs
+to something else and is never read; only the ``SLURMFLOX_`` spelling is.
 
 Precedence, highest first (the same for every key):
 
     1. CLI flag
-    2. environment variable
+    2. environment variable (SLURMFLOX_<KEY>)
     3. persisted <WORKDIR>/worker-revision.env (worker runtime keys only)
     4. config file / ini key
     5. substrate default (the local substrate ships its own runtime environments), then built-in default
@@ -192,7 +196,8 @@ class KeySpec:
 
     @property
     def env(self) -> str:
-        return self.key
+        """The environment variable: the key with our prefix (a bare ``KEY`` in the environment is not ours)."""
+        return f"SLURMFLOX_{self.key}"
 
     @property
     def ini(self) -> str:
@@ -271,8 +276,9 @@ def resolve(
     """Apply the documented precedence to raw sources, parse and validate every key.
 
     ``cli`` and ``config`` map KEY -> raw string, with ``None`` meaning "not given". ``env`` is the process
-    environment (only known keys are read). Empty strings count as given only for keys where empty has a
-    meaning; elsewhere an empty CLI/env value is treated as not given, as the shell reference does.
+    environment: only ``SLURMFLOX_<KEY>`` of a known key is read (:attr:`KeySpec.env`). Empty strings count as
+    given only for keys where empty has a meaning; elsewhere an empty CLI/env value is treated as not given, as
+    the shell reference does.
     Raises :class:`SettingsError` on the first refused value; nothing is written by this function.
     """
     cli, env, persisted, config = cli or {}, env or {}, persisted or {}, config or {}
@@ -285,8 +291,7 @@ def resolve(
     explicit: dict[str, str] = {}
     for spec in KEYS:
         chosen: tuple[str, str] | None = None
-        for source, mapping in (("cli", cli), ("env", env)):
-            raw = mapping.get(spec.key)
+        for source, raw in (("cli", cli.get(spec.key)), ("env", env.get(spec.env))):
             if raw is not None and (raw != "" or spec.empty_ok):
                 chosen = (source, raw)
                 break

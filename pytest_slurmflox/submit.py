@@ -12,9 +12,11 @@ import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from .run import Result, Runner, quoted
+from .run import Result, Runner, command_line, quoted
 from .sbatchchain import ChainEntry, chain_command, chain_ids
+from .siteaccess import SiteAccess
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 from .waits import job_timeout
 
@@ -43,6 +45,8 @@ class Jobs:
     run_id: str
     label: str
     partition: str = "all"
+    #: What the site requires of every job (``slurm.account``, ``qos``, ``reservation``, ``extra_args``).
+    site: SiteAccess = field(default_factory=SiteAccess)
     submitted: list[str] = field(default_factory=list)
     #: Makes the name this instance's own: under pytest-xdist a module fixture runs once per worker with the same
     #: run id and label, and one worker's cleanup (which cancels by name prefix) must not end the other's jobs.
@@ -50,6 +54,14 @@ class Jobs:
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
     #: on the login node, not three (#29).
     resolved_outdir: str = field(default="", repr=False)
+
+    @classmethod
+    def of(cls, target: Any, run_id: str, label: str) -> Jobs:
+        """A check's jobs on a live target (``connection.Target``): its login, its Slurm client, the target file's
+        partition and site access. The one way the plugin and the suites make them, so no job misses the site's
+        account, QOS or reservation."""
+        spec = target.spec
+        return cls(target.login, target.slurm, run_id, label, partition=spec.partition, site=spec.site)
 
     @property
     def name(self) -> str:
@@ -72,11 +84,19 @@ class Jobs:
             self.resolved_outdir = self.login.run(line).check().stdout.strip()
         return self.resolved_outdir
 
+    @property
+    def placement(self) -> tuple[str, ...]:
+        """Where and under what every job, step and allocation of the run goes: the partition and the site's
+        account, QOS, reservation and extra options (argv words: a command line quotes each). A check that builds
+        its own ``srun``/``sbatch``/``salloc`` line puts these after ``-J <name>`` and before its own options."""
+        return (f"--partition={self.partition}", *self.site.options)
+
     def srun(
         self, args: str, command: str, *, timeout: float = STEP_TIMEOUT, env: dict[str, str] | None = None
     ) -> Result:
-        """``srun`` from the login endpoint. ``args`` and ``command`` are shell text, used as given."""
-        line = quoted("srun -J %s -p %s", self.name, self.partition) + f" {args} {command}"
+        """``srun`` from the login endpoint, named and placed (:attr:`placement`). ``args`` and ``command`` are
+        shell text, used as given."""
+        line = command_line("srun", ["-J", self.name, *self.placement]) + f" {args} {command}"
         return self.login.run(line, timeout=timeout, env=env)
 
     def sbatch(self, script: str, *options: str, suffix: str = "") -> str:
@@ -85,12 +105,13 @@ class Jobs:
         self.submitted.append(job_id)
         return job_id
 
-    def _placed(self, suffix: str = "") -> tuple[str, str, str]:
-        """The options every job of this check carries: its traceable name, the partition, and its output in the
-        run's directory (outdir is shell text that may name $HOME: its absolute path, created once)."""
+    def _placed(self, suffix: str = "") -> tuple[str, ...]:
+        """The options every job of this check carries: its traceable name, its :attr:`placement` (partition, the
+        site's access), and its output in the run's directory (outdir is shell text that may name $HOME: its
+        absolute path, created once)."""
         out = self.made_outdir()
         name = self.name + (f"-{suffix}" if suffix else "")
-        return f"--job-name={name}", f"--partition={self.partition}", f"--output={out}/%j.out"
+        return f"--job-name={name}", *self.placement, f"--output={out}/%j.out"
 
     def sbatch_chain(self, entries: Sequence[tuple[str, str, Sequence[str]]]) -> list[str | None]:
         """Submit each ``(suffix, script, options)`` like :meth:`sbatch`, all in one command on the login node

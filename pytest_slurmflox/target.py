@@ -20,7 +20,7 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
-    slurm: {partition: all}
+    slurm: {partition: all}          # + account, qos, reservation, extra_args: [...] (siteaccess.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
                                     # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
@@ -57,6 +57,7 @@ from .floxlock import lock_file
 from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
+from .siteaccess import SiteAccess, parse_site_access, slurm_document
 from .workdir import atomic_write
 
 
@@ -120,8 +121,7 @@ class TargetSpec:
     #: The full settings a substrate deployed with (substrate-backed targets only): what a test session needs
     #: to operate the deployment's worker pool, read from the target instead of resolving settings again.
     deployed: Settings | None = None
-    #: What the target declares it cannot enforce (``limitations: {name: why}``): checks of it SKIP naming why.
-    limitations: Mapping[str, str] = field(default_factory=dict)
+    limitations: Mapping[str, str] = field(default_factory=dict)  #: what it cannot enforce: its checks SKIP, naming why
     #: The keys the target file declares, as its own paths (declared.py); None for a target a substrate wrote,
     #: whose settings are all ours (issue 17: a customer's expectations are declared, never defaulted).
     declared: frozenset[str] | None = None
@@ -130,6 +130,7 @@ class TargetSpec:
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
     flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
     runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
+    site: SiteAccess = field(default_factory=SiteAccess)  #: account, QOS, reservation, extra options of every job
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
@@ -263,6 +264,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         directory=_checked(parse_directory, doc.get("directory")),
         flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
         runtime=_checked(parse_runtime, doc.get("runtime")),
+        site=_checked(parse_site_access, doc.get("slurm") or {}),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -300,7 +302,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         "login": endpoint_document(spec.login),
         "admin": None,
         "kubernetes": None,
-        "slurm": {"partition": spec.partition},
+        "slurm": slurm_document(spec.partition, spec.slurm_version, spec.site),
         "expect": expect_document(spec.expect),
     }
     if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
@@ -319,8 +321,6 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         for key in ("worker_label", "worker_taint", "node_debug_image"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
-    if spec.slurm_version:
-        doc["slurm"]["version"] = spec.slurm_version
     if spec.identity is not None:
         doc["identity"] = dataclasses.asdict(spec.identity)  # user, uid, gid, supp_group, supp_gid
     if spec.limitations:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pytest_slurmflox.run import Result
 
 from ._marks import Marked, _q, on_each, per_node
+from ._reservation import reservation
 from ._shared import observe_once
 
 #: Base states of a worker that serves (sinfo ``%T``, lower case).
@@ -76,6 +77,11 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
     if isolated:
         evidence.append("isolated (not cohort): " + ", ".join(sorted(isolated)))
         nodes = {n: s for n, s in nodes.items() if n not in isolated}
+    within = reservation(target)  # slurm.reservation: the cohort is its nodes (_reservation.py)
+    if within is not None:
+        evidence += within.evidence
+        problems += within.problems
+        nodes = {n: within.state(s) for n, s in nodes.items() if n in within.nodes}
     if not res.ok:
         return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
     if not nodes:
@@ -87,7 +93,7 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
     if target.pool is not None:
         infos = target.pool.workers()
         evidence.append("owner lists: " + ", ".join(f"{w.name}(ready={w.ready})" for w in infos))
-        listed = {w.name: w for w in infos if w.name not in isolated}
+        listed = {w.name: w for w in infos if w.name not in isolated and (not within or w.name in within.nodes)}
         for name in sorted(set(nodes) - set(listed)):
             problems.append(f"{name} is in partition {target.spec.partition} but its owner does not list it (foreign)")
         for name, info in sorted(listed.items()):

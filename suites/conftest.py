@@ -54,9 +54,7 @@ def _decide_cohort(target, run_id: str) -> dict:
     if problems:
         failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
         return {"nodes": nodes, "failure": failure}
-    jobs = Jobs(
-        login=target.login, slurm=target.slurm, run_id=run_id, label="preflight", partition=target.spec.partition
-    )
+    jobs = Jobs.of(target, run_id, "preflight")
     try:
         silent, step = preflight_step(jobs, nodes)
     finally:
@@ -81,7 +79,7 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
     from pytest_slurmflox.submit import Jobs
 
     run_id = slurmflox_state.run_id
-    jobs = Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label="early", partition=target.spec.partition)
+    jobs = Jobs.of(target, run_id, "early")
     submit_early(early_jobs(request.session.items), run_id, jobs)
 
 

@@ -33,7 +33,7 @@ def test_srun_spans_two_workers(submit, workers):
 def test_salloc_then_srun(submit, target):
     res = target.login.run(
         "salloc",
-        *("-J", submit.name, "-p", submit.partition, "-N1"),
+        *("-J", submit.name, *submit.placement, "-N1"),
         *("srun", "bash", "-c", "echo alloc=$SLURM_JOB_ID step=$SLURM_STEP_ID"),  # $ expanded by the step's bash
         timeout=job_timeout(stages=2),  # the allocation, then its step
     )

@@ -39,13 +39,7 @@ TIME_LIMITED = EarlyJob("T7-timelimit", SLEEP.format(s=600), (f"--time={LIMIT_MI
 def time_limited_job(request, target, slurmflox_state):
     """A job asking for 1 minute that would run 10: Slurm must end it with TIMEOUT. (Its name carries a nonce
     (submit.Jobs.name), so cleanup by name never ends another check's or another xdist worker's job.)"""
-    jobs = Jobs(
-        login=target.login,
-        slurm=target.slurm,
-        run_id=slurmflox_state.run_id,
-        label="T7-timelimit",
-        partition=target.spec.partition,
-    )
+    jobs = Jobs.of(target, slurmflox_state.run_id, "T7-timelimit")
     [claimed] = _claimed(request, jobs, TIME_LIMITED)
     job = claimed.job
     yield jobs, job

@@ -25,6 +25,7 @@ from pytest_slurmflox.declared import PLACEMENT
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
+from pytest_slurmflox.run import command_line
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, declared_nodeset, requirement
@@ -84,7 +85,7 @@ def _admin_srun(target, submit):
     """``srun`` as the admin (root) from the login endpoint, named like the run's other jobs."""
 
     def srun(args: str, command: str, *, timeout: float = 180.0):
-        line = f"srun -J {_q(submit.name + '-admin')} -p {_q(submit.partition)} {args} {command}"
+        line = command_line("srun", ["-J", submit.name + "-admin", *submit.placement]) + f" {args} {command}"
         return target.admin.run(line, timeout=timeout)
 
     return srun

@@ -27,7 +27,7 @@ import pytest
 
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
-from pytest_slurmflox.run import quoted
+from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
@@ -219,13 +219,8 @@ def test_broken_task_profile_fails_closed_and_the_worker_serves_again(target, su
     node = workers[-1]
     profile = "/run/flox-task-profile"
     broke = target.admin.run(
-        quoted(
-            "srun -p %s -N1 -n1 -w %s --export=NONE /bin/mv %s/current %s/current.sfx-broken",
-            target.spec.partition,
-            node,
-            profile,
-            profile,
-        ),
+        command_line("srun", [*submit.placement, "-N1", "-n1", "-w", node, "--export=NONE", "/bin/mv"])
+        + quoted(" %s/current %s/current.sfx-broken", profile, profile),
         timeout=120,
     )
     requirement(broke.ok, f"root breaks {node}'s task profile", broke)

@@ -96,7 +96,7 @@ def test_user_without_association_is_refused_at_submission(submit, target, acct)
         pytest.skip("missing capability accounting.unassociated_user: the target file names no user without one")
     require(target, "admin")
     stranger = acct.unassociated_user
-    sbatch = ("sbatch", "--parsable", "-J", submit.name, "-p", submit.partition, "-o", "/dev/null")
+    sbatch = ("sbatch", "--parsable", "-J", submit.name, *submit.placement, "-o", "/dev/null")
     res = target.admin.run("runuser -u", stranger, "--", *sbatch, "--wrap", "/bin/true", timeout=60)
     accepted = [t for t in res.stdout.split() if t.split(";")[0].isdigit()]
     if accepted:

@@ -165,7 +165,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect, s
     declared(target, PRECEDENCE, EXPORTS)
     sem = _semantics(mode, target)
     n = len(workers)
-    srun = ["-J", submit.name, "-p", submit.partition, f"-N{n}", f"-n{n}", "--ntasks-per-node=1"]
+    srun = ["-J", submit.name, *submit.placement, f"-N{n}", f"-n{n}", "--ntasks-per-node=1"]
     srun += ["-w", ",".join(workers), *_export_args(mode), "/bin/bash", "-c", ENVIRON_PROBE]
     line = f"export {SUBMIT_VAR}=from-login; {SUBMIT_PROBE}" + command_line("srun", srun)
     res = submit.login.run(line, timeout=job_timeout())  # one step, one task per worker
@@ -184,7 +184,7 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect,
     outdir = submit.made_outdir()  # a plain path: quoted below like any value
     path = f"{outdir}/tp-{mode}.sh"
     submit.login.run("cat >", path, input=script).check()
-    options = ["-J", submit.name, "-p", submit.partition, f"--output={outdir}/%j.out", *_export_args(mode)]
+    options = ["-J", submit.name, *submit.placement, f"--output={outdir}/%j.out", *_export_args(mode)]
 
     def on(nodes: list[str]) -> tuple[Result, list[str], dict, Result]:
         """One batch job on each of ``nodes`` from one login shell (its submit side captured first); their

@@ -136,6 +136,7 @@ def _job(submit, node: str, script: str, env: dict[str, str], outdir: str) -> di
     return {
         "name": submit.name,
         "partition": submit.partition,
+        **submit.site.job_fields(),  # the site's account, QOS and reservation (slurm.*; siteaccess.py)
         "script": script,
         "required_nodes": [node],
         "current_working_directory": outdir,

@@ -7,8 +7,9 @@ is the evidence.
 
 Where the expectations come from: the customer's sidecar (exit code, output pattern, nodes, time bound), else
 the defaults above; the final job state follows from the expected exit code (COMPLETED for 0, FAILED otherwise).
-The script is submitted byte for byte: the check adds a job name, partition and output path on the command line
-only where the script's own ``#SBATCH`` lines do not set them, so it never overrides what the customer wrote.
+The script is submitted byte for byte: the check adds a job name, partition, output path and the site's access
+(``slurm.account``, ``qos``, ``reservation``, ``extra_args``) on the command line only where the script's own
+``#SBATCH`` lines do not set them, so it never overrides what the customer wrote.
 
 Without ``--slurmflox-workloads`` these checks do not exist at all (report.SuitePlugin removes them at collection):
 a corpus nobody gave is not a skipped requirement, and TW is then not required for sign-off.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.siteaccess import option_name
 from pytest_slurmflox.slurm import SlurmError
 from pytest_slurmflox.workloads import Workload, exit_status, job_nodes, load_corpus
 
@@ -46,25 +48,34 @@ _OWN_OPTIONS = {
     "job-name": ("--job-name", "-J"),
     "partition": ("--partition", "-p"),
     "output": ("--output", "-o"),
+    "account": ("--account", "-A"),
+    "qos": ("--qos", "-q"),
+    "reservation": ("--reservation",),
 }
 
 
-def script_sets(script: str) -> set[str]:
-    """Which of :data:`_OWN_OPTIONS` the script's own ``#SBATCH`` lines set (directives end at the first command)."""
-    found: set[str] = set()
+def directive_words(script: str) -> list[str]:
+    """The words of the script's own ``#SBATCH`` lines (directives end at the first command)."""
+    words: list[str] = []
     for line in script.splitlines()[1:] if script.startswith("#!") else script.splitlines():
         stripped = line.strip()
         if not stripped or (stripped.startswith("#") and not stripped.startswith("#SBATCH")):
             continue
         if not stripped.startswith("#SBATCH"):
             break
-        for word in stripped[len("#SBATCH") :].split():
-            for key, spellings in _OWN_OPTIONS.items():
-                if any(
-                    word == s or word.startswith(s + "=") or (s == "-J" and word.startswith("-J")) for s in spellings
-                ):
-                    found.add(key)
-    return found
+        words += stripped[len("#SBATCH") :].split()
+    return words
+
+
+def _sets(words: list[str], spelling: str) -> bool:
+    short = len(spelling) == 2  # -J, -A, -q: the value may follow without a space
+    return any(w == spelling or w.startswith(spelling + "=") or (short and w.startswith(spelling)) for w in words)
+
+
+def script_sets(script: str) -> set[str]:
+    """Which of :data:`_OWN_OPTIONS` the script's own ``#SBATCH`` lines set."""
+    words = directive_words(script)
+    return {key for key, spellings in _OWN_OPTIONS.items() if any(_sets(words, s) for s in spellings)}
 
 
 def _submit_unchanged(workload: Workload, submit) -> tuple[str, str | None]:
@@ -78,6 +89,10 @@ def _submit_unchanged(workload: Workload, submit) -> tuple[str, str | None]:
         options.append(f"--job-name={submit.name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', workload.id)[:40]}")
     if "partition" not in own:
         options.append(f"--partition={submit.partition}")
+    site = submit.site
+    options += [f"--{key}={value}" for key, value in site.job_fields().items() if key not in own]
+    words = directive_words(script)
+    options += [arg for arg in site.extra_args if not _sets(words, option_name(arg))]
     out = None
     if "output" not in own:
         out = f"{outdir}/%j.out"

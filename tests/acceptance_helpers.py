@@ -99,8 +99,9 @@ Deployment = tuple[Path, Path, tuple[str, ...], Run]
 
 
 def clean_env() -> dict[str, str]:
-    """This process's environment without settings or plugin options, so a child run sees only its arguments."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("WORKER_", "SLURMFLOX_"))}
+    """This process's environment without settings or plugin options (``SLURMFLOX_*``), so a child run sees only
+    its arguments."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURMFLOX_")}
 
 
 def private_deployment(tmp_path_factory, name: str) -> tuple[Path, Path, tuple[str, ...]]:

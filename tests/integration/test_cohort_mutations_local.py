@@ -27,14 +27,13 @@ from acceptance_helpers import deployed, mutated, node_sh, passes_again
 pytestmark = pytest.mark.integration
 
 GROUPS = "T6 or T9 or TI or TP"
+THREE_WORKERS = ("--slurmflox-compute-replicas=3",)
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COMPUTE_REPLICAS", "3")
-        with deployed(tmp_path_factory, "cohort3", "-m", GROUPS) as recorded:
-            yield recorded
+    with deployed(tmp_path_factory, "cohort3", "-m", GROUPS, options=THREE_WORKERS) as recorded:
+        yield recorded
 
 
 def _states(workdir: Path) -> dict[str, str]:

@@ -74,7 +74,8 @@ def deployment(tmp_path_factory):
 
 
 def up(deployment, replicas: int) -> float:
-    """``pytest --slurmflox-up=local`` with ``COMPUTE_REPLICAS=replicas``, as an operator runs it; its wall time."""
+    """``pytest --slurmflox-up=local`` with ``SLURMFLOX_COMPUTE_REPLICAS=replicas``, as an
+    operator runs it; its wall time."""
     proc, seconds = _up(deployment, replicas)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return seconds
@@ -82,7 +83,7 @@ def up(deployment, replicas: int) -> float:
 
 def _up(deployment, replicas: int) -> tuple[subprocess.CompletedProcess[str], float]:
     home, _, common = deployment
-    env = {**clean_env(), "COMPUTE_REPLICAS": str(replicas)}
+    env = {**clean_env(), "SLURMFLOX_COMPUTE_REPLICAS": str(replicas)}
     # the test extra's hypothesis plugin imports hypothesis at the summary (seconds): no operator's install has it
     no_dev = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:randomly")
     t0 = time.monotonic()

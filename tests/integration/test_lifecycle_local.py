@@ -94,7 +94,7 @@ def test_killed_at_every_barrier_step_a_bare_rerun_recovers(cluster):
     policy = "prepend"
     for step in STEPS:
         policy = "append" if policy == "prepend" else "prepend"
-        killed, _ = _up(home, common, {"WORKER_PATH_PRECEDENCE": policy}, kill_at=step)
+        killed, _ = _up(home, common, {"SLURMFLOX_WORKER_PATH_PRECEDENCE": policy}, kill_at=step)
         assert killed.returncode == -9, (step, killed.returncode, killed.stdout[-3000:])
         tgt = _target(workdir)
         try:

@@ -10,8 +10,8 @@ and, in order, as one newcomer would:
    the verdict is every group PASS but the checks that need what a local cluster does not have (Kubernetes, the
    Flox shim), which SKIP naming it; only the suites are collected and reported;
 2. runs a plain ``up`` again: no check runs, nothing changes, and it is quick;
-3. runs the README's customer commands (a wheel built from the checkout, installed in a venv of its own, then the
-   suites against the cluster's target file);
+3. runs the README's customer commands (a wheel built from the checkout and installed in a venv of its own, then
+   the target file alone, which means the suites, against the cluster's target file);
 4. destroys the cluster: no process, mount, namespace or cgroup of it is left.
 
 It takes about ten minutes (the node image is built inside, as a newcomer's first run builds it). The checkout's

@@ -27,10 +27,8 @@ PROLOG = "/etc/slurm/flox-task-prolog/task-prolog.sh"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COMPUTE_REPLICAS", "3")
-        with deployed(tmp_path_factory, "trust2", "-m", GROUPS) as recorded:
-            yield recorded
+    with deployed(tmp_path_factory, "trust2", "-m", GROUPS, options=("--slurmflox-compute-replicas=3",)) as recorded:
+        yield recorded
 
 
 def _said(run) -> list[str]:

@@ -38,10 +38,9 @@ BATCH_NONE = ("-m", "TP", "-k", "sbatch_task_environment and (NONE or VARLIST)")
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COMPUTE_REPLICAS", "3")
-        with deployed(tmp_path_factory, "trust3", "-m", "T8 or TP", "-k", "whole_worker or sbatch") as recorded:
-            yield recorded
+    up = ("-m", "T8 or TP", "-k", "whole_worker or sbatch")
+    with deployed(tmp_path_factory, "trust3", *up, options=("--slurmflox-compute-replicas=3",)) as recorded:
+        yield recorded
 
 
 def _said(run) -> list[str]:

@@ -107,10 +107,11 @@ def test_an_acceptance_run_without_n_gets_the_default_workers(pytester: pytest.P
 
 def test_the_customer_command_is_an_acceptance_run(pytester: pytest.Pytester, monkeypatch):
     """The README's customer command names a target and no ``-m``: it runs every acceptance check, so it gets the
-    default workers of ``-m acceptance`` (issue 29: it ran serially)."""
+    default workers of ``-m acceptance`` (issue 29: it ran serially). Here it names the fake checks (without a path
+    a target means the installed suites, which would reach for the target's login)."""
     monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
     pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody}\n")
-    assert _dist(pytester, "--slurmflox-target=site.yaml", "-s") == f"DIST {AUTO_WORKERS} load 1"
+    assert _dist(pytester, "--slurmflox-target=site.yaml", "-s", "test_checks.py") == f"DIST {AUTO_WORKERS} load 1"
 
 
 class _Config:

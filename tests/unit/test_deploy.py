@@ -73,7 +73,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workdir:
 
 def _up(workdir: Workdir, said: list[str]):
     """``up`` with one worker runtime key given explicitly (it is persisted in the work dir)."""
-    resolved = resolve(env={"WORKER_FLOX_ACTIVATE_MODE": "run"})
+    resolved = resolve(env={"SLURMFLOX_WORKER_FLOX_ACTIVATE_MODE": "run"})
     return up("starting", resolved, workdir, SubstrateOptions(), said.append)
 
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pytest_slurmflox.options import checked_run_id, run_id_of
 from pytest_slurmflox.run import LocalRunner, quoted
+from pytest_slurmflox.siteaccess import parse_site_access
 from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.submit import Jobs
 
@@ -69,10 +70,11 @@ def test_a_hostile_partition_reaches_the_runner_quoted(tmp_path: Path, partition
     hostile = partition.replace("{marker}", str(marker))
     login = LocalRunner()
     slurm = SlurmClient(user=login, partition=hostile)
-    jobs = Jobs(login=login, slurm=slurm, run_id="r1", label="T11", partition=hostile)
+    site = parse_site_access({"extra_args": [f"--comment={hostile}"]})  # a value the site access lets through
+    jobs = Jobs(login=login, slurm=slurm, run_id="r1", label="T11", partition=hostile, site=site)
     result = jobs.srun("-N1", "true", timeout=20)
     assert not marker.exists()
-    assert quoted("-p %s", hostile) in result.command
+    assert quoted("%s %s", f"--partition={hostile}", f"--comment={hostile}") in result.command
 
 
 def test_a_hostile_group_name_reaches_chgrp_quoted(tmp_path: Path):

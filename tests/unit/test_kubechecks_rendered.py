@@ -27,7 +27,7 @@ if not CHARTS:
 @pytest.fixture(scope="module", params=sorted(CHARTS))
 def rendered(request):
     settings = resolve(
-        env={"WORKER_FLOX_ENV": "myorg/hpc", "WORKER_FLOX_GENERATION": "17", "TEST_IDENTITY": "0"}
+        cli={"WORKER_FLOX_ENV": "myorg/hpc", "WORKER_FLOX_GENERATION": "17", "TEST_IDENTITY": "0"}
     ).settings
     values = rv.render_slurm_values(settings, chart_version=request.param)
     objects = rc.render_chart(CHARTS[request.param], values)

@@ -64,9 +64,9 @@ def test_report_header_shows_target_and_revision(pytester: pytest.Pytester, tmp_
 
 def test_header_without_target_shows_revision_of_current_settings(pytester: pytest.Pytester, monkeypatch):
     pytester.makepyfile("def test_x(): pass")
-    monkeypatch.setenv("WORKER_FLOX_GENERATION", "18")
+    monkeypatch.setenv("SLURMFLOX_WORKER_FLOX_GENERATION", "18")
     a = pytester.runpytest().stdout.str()
-    monkeypatch.setenv("WORKER_FLOX_GENERATION", "19")
+    monkeypatch.setenv("SLURMFLOX_WORKER_FLOX_GENERATION", "19")
     b = pytester.runpytest().stdout.str()
     line = [x for x in a.splitlines() if "runtime revision of current settings" in x]
     assert line and line[0] not in b
@@ -196,3 +196,38 @@ def test_substrate_knobs_reach_the_substrate_from_the_environment(pytester: pyte
     options = substrate_options(config)
     assert options.qemu_image == Path("/img/base.qcow2") and options.qemu_accel == "tcg"
     assert options.qemu_restrict is True and options.local_cache == Path("/srv/cache")
+
+
+def test_an_unrelated_run_in_the_same_venv_is_not_touched_by_bare_names(tmp_path: Path):
+    """Issue 38: ``WORKDIR=/usr/lib NODES=all pytest --co -q`` in an empty directory with the plugin installed prints
+    no slurmflox line and takes no longer than without the plugin (it once walked /usr/lib for 2.5 minutes looking
+    for credential files, and printed "settings invalid" for NODES=all). Only SLURMFLOX_<KEY> is ours."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURMFLOX_")}
+    env |= {"WORKDIR": "/usr/lib", "NODES": "all", "MEM": "lots", "LOGIN": "login01", "TEST_USER": "Root"}
+
+    def co(*extra: str) -> tuple[float, str, int]:
+        t0 = time.monotonic()
+        argv = [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", *extra]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+        return time.monotonic() - t0, proc.stdout + proc.stderr, proc.returncode
+
+    without, _, _ = co("-p", "no:slurmflox")
+    seconds, output, rc = co()
+    assert rc == pytest.ExitCode.NO_TESTS_COLLECTED, output
+    assert "slurmflox" not in output.lower(), output
+    assert seconds < max(5.0, 2 * without), f"{seconds:.1f}s with the plugin, {without:.1f}s without"
+    verbose = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "slurmflox:" not in verbose.stdout, verbose.stdout  # not even the header of a run that is not ours

@@ -227,12 +227,13 @@ def test_prewarm_counts_persisted_and_process_environment_as_explicit(tmp_path, 
     from pytest_slurmflox.substrates.qemu.provision import explicit_worker_keys
     from pytest_slurmflox.workdir import WorkerRevisionFile
 
-    monkeypatch.delenv("WORKER_FLOX_ENV", raising=False)
+    monkeypatch.delenv("SLURMFLOX_WORKER_FLOX_ENV", raising=False)
+    monkeypatch.setenv("WORKER_FLOX_ENV", "myorg/not-ours")  # a bare name is not ours
     wd = Workdir(tmp_path)
     sub = QemuSubstrate(settings(), wd, print)
     assert explicit_worker_keys(sub) == frozenset()
     WorkerRevisionFile(wd.worker_revision_env).write({"WORKER_FLOX_ENV": "myorg/hpc"})
     assert explicit_worker_keys(sub) == {"WORKER_FLOX_ENV"}
     wd.worker_revision_env.unlink()
-    monkeypatch.setenv("WORKER_FLOX_ENV", "myorg/hpc")
+    monkeypatch.setenv("SLURMFLOX_WORKER_FLOX_ENV", "myorg/hpc")
     assert explicit_worker_keys(sub) == {"WORKER_FLOX_ENV"}

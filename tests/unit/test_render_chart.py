@@ -40,8 +40,8 @@ def chart(request: pytest.FixtureRequest) -> tuple[str, Path]:
     return request.param, CHARTS[request.param]
 
 
-def settings_for(**env: str) -> Settings:
-    return resolve(env=env).settings
+def settings_for(**keys: str) -> Settings:
+    return resolve(cli=keys).settings
 
 
 def identity(s: Settings) -> rv.IdentityFiles:

@@ -22,8 +22,8 @@ BASE_GROUP = "root:x:0:\n"
 BASE_SHADOW = "root:*:20000:0:99999:7:::\n"
 
 
-def settings_for(**env: str) -> Settings:
-    return resolve(env=env).settings
+def settings_for(**keys: str) -> Settings:
+    return resolve(cli=keys).settings
 
 
 def no_identity(**env: str) -> Settings:

@@ -45,13 +45,13 @@ def test_safe():
 def test_destructive_group_is_refused_against_an_existing_cluster(pytester, tmp_path, how):
     pytester.makepyfile(test_d=DESTRUCTIVE_CHECK)
     target = _target(tmp_path)
-    refused = pytester.runpytest_inprocess(f"--slurmflox-target={target}", "-p", "no:cacheprovider", *how)
+    refused = pytester.runpytest_inprocess(f"--slurmflox-target={target}", "-p", "no:cacheprovider", *how, "test_d.py")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     err = refused.stderr.str() + refused.stdout.str()
     assert "T11R" in err and "--slurmflox-destructive" in err
     assert "passed" not in refused.stdout.str()  # nothing ran
     allowed = pytester.runpytest_inprocess(
-        f"--slurmflox-target={target}", "-p", "no:cacheprovider", "--slurmflox-destructive", *how
+        f"--slurmflox-target={target}", "-p", "no:cacheprovider", "--slurmflox-destructive", *how, "test_d.py"
     )
     assert allowed.ret == pytest.ExitCode.OK
     allowed.assert_outcomes(passed=2 if how[0].startswith("--slurmflox-groups") else 1)
@@ -59,7 +59,7 @@ def test_destructive_group_is_refused_against_an_existing_cluster(pytester, tmp_
 
 def test_destructive_group_is_not_run_unless_named(pytester, tmp_path):
     pytester.makepyfile(test_d=DESTRUCTIVE_CHECK)
-    res = pytester.runpytest_inprocess(f"--slurmflox-target={_target(tmp_path)}", "-p", "no:cacheprovider")
+    res = pytester.runpytest_inprocess(f"--slurmflox-target={_target(tmp_path)}", "-p", "no:cacheprovider", "test_d.py")
     res.assert_outcomes(passed=1, deselected=1)
 
 

@@ -95,7 +95,7 @@ def site(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         f"kubernetes: {{kubeconfig: {kube}, namespace: slurm, nodeset: compute}}\n"
         f"expect: {{image: 'repo/worker:1@sha256:{'ab' * 32}'}}\n"
     )
-    monkeypatch.setenv("WORKDIR", str(workdir))
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(workdir))
     monkeypatch.setenv("SFX_MUNGE", str(munge))
     monkeypatch.setenv("SFX_KEY", str(key))
     monkeypatch.setenv("SFX_KUBE", str(kube))
@@ -116,6 +116,7 @@ def run(pytester: pytest.Pytester, site: dict, run_id: str, *args: str, subproce
         f"--slurmflox-reports={site['reports']}",
         f"--slurmflox-run-id={run_id}",
         *args,
+        str(pytester.path),  # the fake checks: without a path a target means the installed suites
     )
     paths = ReportPaths(site["reports"] / run_id)
     evidence = json.loads(paths.evidence.read_text()) if paths.evidence.exists() else None

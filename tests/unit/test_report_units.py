@@ -193,3 +193,19 @@ def test_redactor_learns_secrets_after_first_use_and_ignores_duplicates():
     assert len(redact.secrets) == 1
     hexed = b"late-secret-value-123".hex()
     assert redact(f"a late-secret-value-123 b {hexed}") == f"a {REDACTED} b {REDACTED}"
+
+
+def test_only_a_work_dir_that_records_a_deployment_is_walked_for_credentials(tmp_path):
+    """Issue 38: a work dir named by the environment (``SLURMFLOX_WORKDIR=/usr/lib``) is never walked; its well-known
+    files are looked at, nothing below. A deployment's work dir is walked, on its own file system only."""
+    from pytest_slurmflox.secrets import secret_files
+    from pytest_slurmflox.workdir import Workdir
+
+    wd = Workdir(tmp_path / "wd")
+    deep = wd.root / "local" / "ldap" / "bind.key"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("bind-secret\n")
+    wd.munge_key.write_bytes(os.urandom(64))
+    assert secret_files(wd) == [wd.munge_key]
+    wd.deployment.write_text("{}")
+    assert secret_files(wd) == [wd.munge_key, deep]

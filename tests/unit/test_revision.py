@@ -51,19 +51,19 @@ def test_each_worker_setting_moves_the_revision_through_settings():
     base = runtime_revision(resolve().settings)
     seen = {base}
     for key, value in env.items():
-        seen.add(runtime_revision(resolve(env={key: value}).settings))
+        seen.add(runtime_revision(resolve(env={f"SLURMFLOX_{key}": value}).settings))
     assert len(seen) == 1 + len(env)
 
 
 def test_compute_replicas_and_substrate_keys_do_not_move_the_revision():
     base = runtime_revision(resolve().settings)
-    for env in ({"COMPUTE_REPLICAS": "5"}, {"NODES": "5"}, {"LOGIN_SSH_PORT": "2300"}, {"TEST_USER": "bob"}):
-        assert runtime_revision(resolve(env=env).settings) == base
+    for key, value in (("COMPUTE_REPLICAS", "5"), ("NODES", "5"), ("LOGIN_SSH_PORT", "2300"), ("TEST_USER", "bob")):
+        assert runtime_revision(resolve(cli={key: value}).settings) == base
 
 
 def test_set_like_lists_are_order_insensitive():
-    a = resolve(env={"WORKER_ENV_EXPORTS": "A,B", "WORKER_FLOX_SKIP_CONTAINERS": "x,logfile"}).settings
-    b = resolve(env={"WORKER_ENV_EXPORTS": "B, A", "WORKER_FLOX_SKIP_CONTAINERS": "logfile x"}).settings
+    a = resolve(cli={"WORKER_ENV_EXPORTS": "A,B", "WORKER_FLOX_SKIP_CONTAINERS": "x,logfile"}).settings
+    b = resolve(cli={"WORKER_ENV_EXPORTS": "B, A", "WORKER_FLOX_SKIP_CONTAINERS": "logfile x"}).settings
     assert runtime_revision(a) == runtime_revision(b)
 
 

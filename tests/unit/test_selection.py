@@ -51,8 +51,17 @@ def test_paths_the_user_names_and_runs_of_the_projects_tests_are_left_alone(tmp_
     assert selection.main_job_paths(fake_config(markexpr="acceptance"), user_paths=True) is None
     assert selection.main_job_paths(fake_config(markexpr="not acceptance"), user_paths=False) is None
     assert selection.main_job_paths(fake_config(markexpr="integration"), user_paths=False) is None
-    # not the checkout (a customer's directory, a pytester dir): pytest's own choice
+    # not the checkout (a customer's directory, a pytester dir) and no target: pytest's own choice
     assert selection.main_job_paths(fake_config(tmp_path, markexpr="acceptance"), user_paths=False) is None
+    assert selection.main_job_paths(fake_config(tmp_path, slurmflox_target="t.yaml"), user_paths=True) is None
+
+
+def test_a_target_file_without_paths_means_the_suites_wherever_it_runs(tmp_path):
+    """Issue 38: ``pytest --slurmflox-target=site.yaml`` in a customer's directory collected nothing (exit 5, and
+    still a NOT SIGNED OFF report); it collects the installed suites, as ``--pyargs pytest_slurmflox.suites``."""
+    suites = [str(selection.installed_suites())]
+    assert selection.main_job_paths(fake_config(tmp_path, slurmflox_target="site.yaml"), user_paths=False) == suites
+    assert selection.main_job_paths(fake_config(tmp_path, slurmflox_target="t.yaml", markexpr="T3"), False) == suites
 
 
 def test_a_bare_up_is_plain_operation_and_anything_selected_is_not():
@@ -136,3 +145,28 @@ def test_the_customer_command_in_the_checkout_loads_no_conftest_of_the_projects_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert any(str(REPO / "suites" / "conftest.py") in line for line in loaded), loaded
     assert not any(str(REPO / "tests") in line for line in loaded), loaded
+
+
+def test_the_customer_command_without_pyargs_collects_what_pyargs_collects(tmp_path):
+    """Issue 38: in a customer's directory, ``pytest --slurmflox-target=site.yaml`` collects the suites, the same
+    checks as ``pytest --pyargs pytest_slurmflox.suites --slurmflox-target=site.yaml`` (once: 0 items, exit 5)."""
+    (tmp_path / "site.yaml").write_text("login: {host: 127.0.0.1, user: nobody}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURMFLOX_")}
+
+    def collected(*args: str) -> list[str]:
+        argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        proc = subprocess.run(
+            [*argv, "--slurmflox-target=site.yaml", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    alone = collected()
+    assert len(alone) > 50 and all(line.startswith("test_t") for line in alone), alone[:5]
+    assert sorted(alone) == sorted(collected("--pyargs", "pytest_slurmflox.suites"))

@@ -91,7 +91,7 @@ def test_precedence_cli_env_persisted_config_default():
             layers.pop(drop)
         r = resolve(
             cli={key: layers.get("cli")},
-            env={key: layers["env"]} if "env" in layers else {},
+            env={f"SLURMFLOX_{key}": layers["env"]} if "env" in layers else {},
             persisted={key: layers["persisted"]} if "persisted" in layers else {},
             config={key: layers.get("config")},
         )
@@ -114,7 +114,7 @@ def test_config_file_sits_below_persisted_for_worker_keys_but_above_default_for_
 @pytest.mark.parametrize("key", ["WORKER_ENV_EXPORTS", "WORKER_HOME_PATH", "WORKER_FLOX_SKIP_CONTAINERS"])
 def test_explicit_empty_is_kept_where_it_has_meaning(key):
     r = resolve(
-        env={key: ""},
+        env={f"SLURMFLOX_{key}": ""},
         persisted={key: "SOMETHING" if key == "WORKER_ENV_EXPORTS" else "/x"}
         if key != "WORKER_FLOX_SKIP_CONTAINERS"
         else {key: "logfile"},
@@ -124,25 +124,38 @@ def test_explicit_empty_is_kept_where_it_has_meaning(key):
 
 
 def test_empty_is_not_given_where_it_has_no_meaning():
-    r = resolve(env={"WORKER_FLOX_GENERATION": ""})
+    r = resolve(env={"SLURMFLOX_WORKER_FLOX_GENERATION": ""})
     assert r.settings.worker_flox_generation == 2 and r.sources["WORKER_FLOX_GENERATION"] == "default"
 
 
 def test_only_cli_and_env_values_are_explicit():
     r = resolve(
         cli={"WORKER_CPUS": "4"},
-        env={"WORKER_MEM_MB": "2048", "NODES": "4"},
+        env={"SLURMFLOX_WORKER_MEM_MB": "2048", "SLURMFLOX_NODES": "4"},
         persisted={"WORKER_FLOX_GENERATION": "7"},
         config={"WORKER_IMAGE": DEFAULT_WORKER_IMAGE},
     )
     assert r.explicit_worker == {"WORKER_CPUS": "4", "WORKER_MEM_MB": "2048"}
 
 
+def test_the_environment_is_read_only_under_our_own_names():
+    """A login node's or a CI job's environment is not ours: bare WORKDIR, NODES, MEM, LOGIN, TEST_USER (and every
+    other bare key) are never read; SLURMFLOX_<KEY> is (issue 38)."""
+    bare = {"WORKDIR": "/usr/lib", "NODES": "all", "MEM": "lots", "LOGIN": "login01", "TEST_USER": "Root"}
+    bare |= {spec.key: "not-ours" for spec in KEYS if spec.key not in bare}
+    r = resolve(env=bare)
+    assert r.explicit == {} and set(r.sources.values()) == {"default"}
+    assert r.settings == resolve().settings
+    ours = resolve(env={"SLURMFLOX_WORKDIR": "/srv/wd", "SLURMFLOX_NODES": "4", "NODES": "all"})
+    assert ours.settings.workdir == Path("/srv/wd") and ours.settings.nodes == 4 and ours.sources["NODES"] == "env"
+
+
 def test_local_substrate_defaults_sit_at_the_default_level():
     r = resolve(substrate="local")
     assert r.settings.worker_flox_ref == "local/demo:1"
     assert r.sources["WORKER_FLOX_ENV"] == "default:local"
-    assert resolve(substrate="local", env={"WORKER_FLOX_ENV": "local/gatk"}).settings.worker_flox_env == "local/gatk"
+    gatk = resolve(substrate="local", env={"SLURMFLOX_WORKER_FLOX_ENV": "local/gatk"})
+    assert gatk.settings.worker_flox_env == "local/gatk"
 
 
 # -- refusals ------------------------------------------------------------------------------------------
@@ -173,7 +186,7 @@ BAD = {
 @pytest.mark.parametrize(("key", "value"), [(k, v) for k, vs in BAD.items() for v in vs])
 def test_bad_values_are_refused_naming_key_value_and_rule(key, value):
     with pytest.raises(SettingsError) as info:
-        resolve(env={key: value})
+        resolve(env={f"SLURMFLOX_{key}": value})
     message = str(info.value)
     assert message.startswith(f"{key}=") and repr(value) in message and "refused" in message
 
@@ -200,7 +213,7 @@ def _refused_and_nothing_written(tmp: Path, key: str, value: str) -> None:
     store.write({"WORKER_FLOX_GENERATION": "18"})
     before = store.path.read_bytes()
     try:
-        r = resolve(env={key: value}, persisted=store.read())
+        r = resolve(env={f"SLURMFLOX_{key}": value}, persisted=store.read())
     except SettingsError as exc:
         assert key in str(exc)
     else:  # pragma: no cover - the property is that this never happens
@@ -244,7 +257,7 @@ def test_property_bad_numbers_refused(tmp_path, key, value):
 def test_every_key_has_flag_env_and_ini_spelling():
     for spec in KEYS:
         assert spec.flag == "--slurmflox-" + spec.key.lower().replace("_", "-")
-        assert spec.env == spec.key
+        assert spec.env == "SLURMFLOX_" + spec.key
         assert spec.ini == "slurmflox_" + spec.key.lower()
     assert KEYS_BY_NAME["WORKER_IMAGE"].worker
 
@@ -305,4 +318,4 @@ def test_an_unpinned_reference_is_refused_so_every_target_pins_one(key, value):
 
     assert is_pinned_reference(resolve(env={}).settings.worker_flox_ref)
     with pytest.raises(SettingsError, match=key):
-        resolve(env={key: value})
+        resolve(env={f"SLURMFLOX_{key}": value})

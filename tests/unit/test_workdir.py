@@ -8,9 +8,10 @@ from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.workdir import Workdir, WorkerRevisionFile, write_secret
 
 
-def _up(store: WorkerRevisionFile, env: dict[str, str]):
-    """What `up` does with settings: resolve with the persisted layer, then record the explicit worker keys."""
-    resolved = resolve(env=env, persisted=store.read())
+def _up(store: WorkerRevisionFile, keys: dict[str, str]):
+    """What `up` does with settings: resolve with the persisted layer, then record the explicit worker keys
+    (``keys`` as the environment gives them, ``SLURMFLOX_<KEY>``)."""
+    resolved = resolve(env={f"SLURMFLOX_{k}": v for k, v in keys.items()}, persisted=store.read())
     store.record(resolved.explicit_worker)
     return resolved.settings
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ...labels import LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
 from ...revision import runtime_revision
+from ...settings import KEYS_BY_NAME
 from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
 from ...target import target_document as serialize_target
 from ...workdir import WorkerRevisionFile, write_secret
@@ -150,9 +151,11 @@ def verify_containerd(sub: QemuSubstrate, node: int) -> None:
 
 
 def explicit_worker_keys(sub: QemuSubstrate) -> frozenset[str]:
-    """Worker keys present in this process's environment or in the persisted worker-revision.env."""
+    """Worker keys present in this process's environment (``SLURMFLOX_<KEY>``) or in the persisted
+    worker-revision.env."""
     persisted = WorkerRevisionFile(sub.workdir.worker_revision_env).read()
-    return frozenset(k for k in ("WORKER_FLOX_ENV",) if k in os.environ or k in persisted) | sub.explicit
+    given = (k for k in ("WORKER_FLOX_ENV",) if KEYS_BY_NAME[k].env in os.environ or k in persisted)
+    return frozenset(given) | sub.explicit
 
 
 def kubeconfig_for_host(admin_conf: str, api_port: int) -> str:

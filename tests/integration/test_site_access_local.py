@@ -1,0 +1,113 @@
+"""Site access on a real cluster (issue 38 item 2): a target declaring an account, a QOS and an admin reservation
+runs every job of the run under them, and uses only the reservation's nodes.
+
+The cluster is this module's own, three workers. On its controller, as a site's admin would: an account the test
+user (and root) is associated with (``sacctmgr``), and a reservation of two of the three workers for that user
+(``scontrol create reservation ... Flags=IGNORE_JOBS StartTime=now``). The target file is the deployment's own, plus
+``slurm.account``, ``slurm.qos``, ``slurm.reservation`` and an ``extra_args`` item, as a customer writes them. A few
+groups run (T4 ordinary batch, T5 srun/salloc/steps, T7's early jobs and chains, TR's REST submission): every job of
+the run (its pre-flight step included) must show the account, the QOS and the reservation in ``sacct``, and none may
+have run on the worker outside the reservation. The cost stays modest: one ``up`` and one run of four groups.
+
+Where the expectations come from: the names this test created on the controller, and the nodes it reserved; what
+is judged is Slurm's accounting record of each job, not anything the run says about itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from acceptance_helpers import deployed, node_sh, run_pytest
+
+pytestmark = pytest.mark.integration
+
+ACCOUNT, QOS, RESERVATION = "sfxsite", "normal", "sfxhandover"
+RESERVED, OUTSIDE = ("worker1", "worker2"), "worker3"
+GROUPS = "T4 or T5 or T7 or TR"
+RUN_ID = "siteaccess1"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    nothing = ("-k", "sfx_site_access_selects_nothing")  # up only: the run below selects its groups
+    with deployed(tmp_path_factory, "siteaccess", *nothing, options=("--slurmflox-compute-replicas=3",)) as recorded:
+        yield recorded
+
+
+@pytest.fixture(scope="module")
+def site(deployment):
+    """The account, its associations and the reservation, made on the controller; the customer's target file."""
+    home, workdir, _, first = deployment
+    assert first.rc == 0, first.output[-4000:]
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    user = doc["login"]["user"]
+    node_sh(
+        workdir,
+        "ctl",
+        f"sacctmgr -i add account {ACCOUNT} Description=site Organization=site"
+        f" && sacctmgr -i add user {user} account={ACCOUNT} && sacctmgr -i add user root account={ACCOUNT}"
+        f" && scontrol create reservation ReservationName={RESERVATION} Users={user},root"
+        f" Nodes={','.join(RESERVED)} Flags=IGNORE_JOBS StartTime=now Duration=120",
+    )
+    doc["slurm"] |= {
+        "account": ACCOUNT,
+        "qos": QOS,
+        "reservation": RESERVATION,
+        "extra_args": ["--comment=sfx site access"],
+    }
+    target = home / "site.yaml"
+    target.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return home, workdir, target, user
+
+
+def test_every_job_of_the_run_carries_the_account_qos_and_reservation_and_stays_inside_it(site):
+    home, workdir, target, user = site
+    run = run_pytest(home, f"--slurmflox-target={target}", f"--slurmflox-run-id={RUN_ID}", "-m", GROUPS, timeout=900)
+    print(run.output[-3000:])
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
+    assert len(run.outcomes("passed")) >= 8, run.output[-3000:]
+    fields = "JobID,JobName%80,Account,QOS,Reservation,NodeList,State"
+    out = node_sh(workdir, "ctl", f"sacct -X -n -P -u {user} -S now-2hours -o {fields}")
+    jobs = [line.split("|") for line in out.splitlines() if f"sfx-{RUN_ID}-" in line]
+    print("\n".join("|".join(job) for job in jobs))
+    names = {job[1] for job in jobs}
+    assert any("preflight" in n for n in names), names  # the cohort's own step
+    assert any("timelimit" in n for n in names), names  # an early job (T7, sbatchchain)
+    assert any("salloc" in n for n in names), names  # an allocation (T5)
+    assert any("test_rest" in n for n in names), names  # a REST submission (TR: account, qos, reservation fields)
+    assert len(jobs) >= 8, jobs
+    wrong = [job for job in jobs if job[2:5] != [ACCOUNT, QOS, RESERVATION]]
+    assert wrong == [], wrong
+    # the cohort is the reservation's nodes (the pre-flight step ran on every worker of it, and only there)
+    used = {node for job in jobs for node in _hosts(job[5])}
+    assert used == set(RESERVED) and OUTSIDE not in used, used
+
+
+def _hosts(nodelist: str) -> set[str]:
+    """``worker[1-2]``, ``worker[2,1]``, ``worker3`` or ``None assigned`` as node names."""
+    hosts: set[str] = set()
+    for prefix, ranges, single in re.findall(r"([A-Za-z_-]+)\[([\d,-]+)\]|([A-Za-z_-]+\d+)", nodelist):
+        if single:
+            hosts.add(single)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            hosts.update(f"{prefix}{i}" for i in range(int(low), int(high or low) + 1))
+    return hosts
+
+
+def test_a_declared_reservation_slurm_does_not_have_fails_the_run_naming_it(site):
+    """Declared but broken is FAIL: a target naming a reservation Slurm does not have fails the cohort pre-flight,
+    and with it every check, naming the reservation (never a SKIP, never a run on nodes outside any reservation)."""
+    home, _, target, _ = site
+    doc = yaml.safe_load(target.read_text())
+    doc["slurm"]["reservation"] = "sfxnosuch"
+    broken = home / "site-nosuch.yaml"
+    broken.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = run_pytest(home, f"--slurmflox-target={broken}", "-m", "T4", timeout=600)
+    failed = run.outcomes("failure") + run.outcomes("error")
+    assert failed and run.outcomes("passed") == [], run.output[-4000:]
+    said = run.messages("failure") + run.messages("error")  # the pre-flight fails in the checks' setup
+    assert "slurm.reservation sfxnosuch: Slurm has no such reservation" in said, run.output[-4000:]
