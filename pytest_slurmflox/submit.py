@@ -50,6 +50,9 @@ class Jobs:
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
     #: on the login node, not three (#29).
     resolved_outdir: str = field(default="", repr=False)
+    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
+    #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.
+    busy_timeout: float | None = None
 
     @property
     def name(self) -> str:

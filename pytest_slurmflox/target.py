@@ -16,7 +16,7 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
-    slurm: {partition: all}
+    slurm: {partition: all, busy_timeout: 600}  # seconds a step waits for workers others' jobs hold (busy.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
                                     # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from . import capabilities
+from . import busy, capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
@@ -131,6 +131,7 @@ class TargetSpec:
     accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
     rest: RestSpec | None = None  #: slurmrestd (#13, TR)
     flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
+    busy_timeout: float | None = None  #: ``slurm.busy_timeout`` (busy.py), None when the file does not say
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
@@ -274,6 +275,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         limitations=_limitations(doc),
         directory=_checked(parse_directory, doc.get("directory")),
         flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
+        busy_timeout=_checked(busy.parse_busy_timeout, (doc.get("slurm") or {}).get("busy_timeout")),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -321,7 +323,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         "login": _endpoint_document(spec.login),
         "admin": None,
         "kubernetes": None,
-        "slurm": {"partition": spec.partition},
+        "slurm": {"partition": spec.partition, "version": spec.slurm_version, "busy_timeout": spec.busy_timeout},
         "expect": expect_document(spec.expect),
     }
     if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
@@ -340,8 +342,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         for key in ("worker_label", "worker_taint", "node_debug_image"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
-    if spec.slurm_version:
-        doc["slurm"]["version"] = spec.slurm_version
+    doc["slurm"] = {key: value for key, value in doc["slurm"].items() if value not in (None, "")}
     if spec.identity is not None:
         doc["identity"] = {
             "user": spec.identity.user,

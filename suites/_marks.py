@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 
 from pytest_slurmflox.run import Result
 
+from ._busy import waiting_for_held
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -79,20 +81,26 @@ def per_node(result: Marked) -> dict[str, list[str]]:
 
 def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout: float = 180.0) -> Marked:
     """Run ``script`` once on each node in one step; each of its output lines is printed as
-    ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``)."""
+    ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``). A node other jobs hold is waited for
+    within ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs)."""
     names = sorted(nodes)
-    mark = Mark.new()
-    body = (
-        f"set -o pipefail; {{ {script}\n}} 2>&1 | "
-        'while IFS= read -r l || [ -n "$l" ]; do '
-        f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
-    )
-    res = jobs.srun(
-        f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {args}",
-        "bash -c " + _q(body),
-        timeout=timeout,
-    )
-    return marked(res, mark)
+
+    def attempt(options: str, limit: float) -> Marked:
+        mark = Mark.new()
+        body = (
+            f"set -o pipefail; {{ {script}\n}} 2>&1 | "
+            'while IFS= read -r l || [ -n "$l" ]; do '
+            f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
+        )
+        res = jobs.srun(
+            f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {options}",
+            "bash -c " + _q(body),
+            timeout=limit,
+        )
+        return marked(res, mark)
+
+    # a worker other jobs hold is waited for within the run's budget, past it the check is NOT RUN (suites/_busy.py)
+    return waiting_for_held(jobs, names, attempt, args, timeout)
 
 
 def _q(text: str) -> str:

@@ -1,0 +1,90 @@
+"""A step that needs every worker waits for workers other jobs hold, within the run's budget; past it, NOT RUN.
+
+Why here: every step that must reach every worker (the cohort pre-flight, the every-worker observations of
+``_cohort.across``/``_marks.on_each``, T8's whole-worker request) goes through :func:`waiting_for_held`, so a busy
+worker is waited for the same way everywhere. The wait is Slurm's own queue: the step is asked again with
+``--immediate=<what is left of the budget>``, so it starts the moment its resources are free, in the queue's order.
+Whether to wait is decided by Slurm, never by the clock (pytest_slurmflox/busy.py): only a step whose allocation
+was never granted (srun says it queued and was not given its nodes) waits, and only while a node it needs is held
+by a job that is not the run's own, in a state that serves. A worker that is down, drained or not responding is
+not waited for: the step's result goes back to its check, which FAILs naming it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+import pytest
+
+from pytest_slurmflox.busy import Look, look_command, parse_look, queued_job
+from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+
+
+class _Step(Protocol):
+    """What a step's result shows (``_marks.Marked``): its output, and the lines that carry its mark."""
+
+    stdout: str
+    stderr: str
+    exit_status: int
+
+    @property
+    def own(self) -> list[str]: ...
+
+
+S = TypeVar("S", bound=_Step)
+#: An ``--immediate`` a caller gave: the retry replaces it with what is left of the budget.
+_IMMEDIATE = re.compile(r"\s*--immediate(?:=\S+)?")
+
+
+class BusyPastBudget(pytest.skip.Exception):
+    """NOT RUN: a worker a step needs was held by other jobs for the whole budget. A skip whose reason starts with
+    :data:`~pytest_slurmflox.signoff.NOT_RUN_PREFIX` (the verdict's NOT RUN, never SKIP or FAIL); the message names
+    each held worker, its state, and the jobs that hold it (id, user, name, expected end)."""
+
+    def __init__(self, look: Look, budget: float, nodes: Sequence[str]) -> None:
+        self.look = look
+        super().__init__(
+            f"{NOT_RUN_PREFIX}busy past the budget: {look.describe()}; a step that needs every worker "
+            f"({', '.join(nodes)}) waited {budget:.0f} s for it (slurm.busy_timeout, --slurmflox-busy-timeout)"
+        )
+
+
+def look(jobs, nodes: Sequence[str]) -> Look:
+    """One look at ``nodes``: their states and reasons, and the jobs not of this run that hold them."""
+    res = jobs.login.run(look_command(jobs.partition, nodes), timeout=60)
+    return parse_look(res.stdout, nodes, own_prefix=f"sfx-{jobs.run_id}-")
+
+
+def waiting_for_held(
+    jobs, nodes: Sequence[str], attempt: Callable[[str, float], S], args: str, timeout: float
+) -> S:
+    """``attempt(args, timeout)`` (one step on every node of ``nodes``), and while its allocation was not granted
+    because other jobs hold a node it needs, ``attempt`` again with the rest of the budget as ``--immediate``.
+    Returns the step's result for its check to judge; raises :class:`BusyPastBudget` (NOT RUN) when the budget ran
+    out with a node still held. ``jobs.busy_timeout`` None (a caller that is not a check) never waits."""
+    budget = getattr(jobs, "busy_timeout", None)
+    began = time.monotonic()
+    res = attempt(args, timeout)
+    if budget is None or res.own:
+        return res
+    queued = queued_job(res.stdout + res.stderr)
+    if queued is None:
+        return res
+    seen = look(jobs, nodes)
+    if seen.broken or not seen.held:
+        return res  # not busy: what the step shows is for its check to judge
+    left = int(budget - (time.monotonic() - began))
+    if left >= 1:
+        if res.exit_status == 124:  # the runner gave up on the client: its request may still be queued ahead
+            jobs.slurm.cancel(queued)
+        again = f"{_IMMEDIATE.sub('', args)} --immediate={left}"
+        res = attempt(again, left + timeout)
+        if res.own or queued_job(res.stdout + res.stderr) is None:
+            return res
+        seen = look(jobs, nodes)
+    if seen.broken or not seen.held:
+        return res
+    raise BusyPastBudget(seen, budget, nodes)
