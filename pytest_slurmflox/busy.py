@@ -99,10 +99,12 @@ class Holder:
 
 @dataclass(frozen=True)
 class Look:
-    """One look at some nodes: each node's (state, reason), and the jobs that hold it that are not the run's own."""
+    """One look at some nodes: each node's (state, reason), the jobs that hold it that are not the run's own, and
+    the nodes where Slurm shows the run's own jobs."""
 
     states: Mapping[str, tuple[str, str]]
     holders: Mapping[str, tuple[Holder, ...]] = field(default_factory=dict)
+    own: frozenset[str] = frozenset()
 
     @property
     def broken(self) -> list[str]:
@@ -111,11 +113,13 @@ class Look:
 
     @property
     def held(self) -> dict[str, tuple[Holder, ...]]:
-        """Nodes other jobs hold, in a state that runs jobs (ALLOCATED, MIXED, COMPLETING)."""
+        """Nodes other jobs hold, in a state that runs jobs (ALLOCATED, MIXED, COMPLETING). A node Slurm says runs
+        jobs but shows none of (``PrivateData=jobs`` hides other users' jobs from the login user) is held too, by
+        jobs unnamed (an empty tuple)."""
         return {
-            node: jobs
-            for node, jobs in sorted(self.holders.items())
-            if jobs and busy(self.states.get(node, ("", ""))[0])
+            node: self.holders.get(node, ())
+            for node, (state, _) in sorted(self.states.items())
+            if busy(state) and (self.holders.get(node) or node not in self.own)
         }
 
     def describe(self) -> str:
@@ -124,7 +128,8 @@ class Look:
         for node, jobs in self.held.items():
             state, reason = self.states[node]
             why = f", reason {reason}" if reason and reason != "none" else ""
-            parts.append(f"{node} (state {state}{why}) is held by " + ", ".join(j.describe() for j in jobs))
+            named = ", ".join(j.describe() for j in jobs) or "jobs Slurm does not show this user (PrivateData)"
+            parts.append(f"{node} (state {state}{why}) is held by {named}")
         return "; ".join(parts)
 
 
@@ -143,6 +148,7 @@ def parse_look(text: str, nodes: Iterable[str], own_prefix: str) -> Look:
     the run's own and holds nothing here."""
     states = {node: ("", "") for node in nodes}
     holders: dict[str, list[Holder]] = {}
+    own: set[str] = set()
     for line in text.splitlines():
         kind, _, rest = line.strip().partition("|")
         parts = rest.split("|")
@@ -150,6 +156,8 @@ def parse_look(text: str, nodes: Iterable[str], own_prefix: str) -> Look:
             states[parts[0]] = (parts[1].strip().lower(), parts[2].strip())
         elif kind == "@job" and len(parts) >= 5 and parts[0] in states:
             name = "|".join(parts[4:])
-            if not name.startswith(own_prefix):
+            if name.startswith(own_prefix):
+                own.add(parts[0])
+            else:
                 holders.setdefault(parts[0], []).append(Holder(parts[1], parts[2], name, parts[3]))
-    return Look(states, {node: tuple(jobs) for node, jobs in holders.items()})
+    return Look(states, {node: tuple(jobs) for node, jobs in holders.items()}, frozenset(own))

@@ -3,7 +3,7 @@
 Why here: every step that must reach every worker (the cohort pre-flight, the every-worker observations of
 ``_cohort.across``/``_marks.on_each``, T8's whole-worker request) goes through :func:`waiting_for_held`, so a busy
 worker is waited for the same way everywhere. The wait is Slurm's own queue: the step is asked again with
-``--immediate=<what is left of the budget>``, so it starts the moment its resources are free, in the queue's order.
+``--immediate=<a slice of what is left of the budget>``, so it starts the moment its resources are free.
 Whether to wait is decided by Slurm, never by the clock (pytest_slurmflox/busy.py): only a step whose allocation
 was never granted (srun says it queued and was not given its nodes) waits, and only while a node it needs is held
 by a job that is not the run's own, in a state that serves. A worker that is down, drained or not responding is
@@ -21,6 +21,7 @@ import pytest
 
 from pytest_slurmflox.busy import Look, look_command, parse_look, queued_job
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.submit import Jobs
 
 
 class _Step(Protocol):
@@ -35,6 +36,8 @@ class _Step(Protocol):
 
 
 S = TypeVar("S", bound=_Step)
+#: Seconds of one wait in Slurm's queue between two looks at the nodes (a node that stops serving ends the wait).
+SLICE = 30
 #: An ``--immediate`` a caller gave: the retry replaces it with what is left of the budget.
 _IMMEDIATE = re.compile(r"\s*--immediate(?:=\S+)?")
 
@@ -58,33 +61,29 @@ def look(jobs, nodes: Sequence[str]) -> Look:
     return parse_look(res.stdout, nodes, own_prefix=f"sfx-{jobs.run_id}-")
 
 
-def waiting_for_held(
-    jobs, nodes: Sequence[str], attempt: Callable[[str, float], S], args: str, timeout: float
-) -> S:
+def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float], S], args: str, timeout: float) -> S:
     """``attempt(args, timeout)`` (one step on every node of ``nodes``), and while its allocation was not granted
-    because other jobs hold a node it needs, ``attempt`` again with the rest of the budget as ``--immediate``.
-    Returns the step's result for its check to judge; raises :class:`BusyPastBudget` (NOT RUN) when the budget ran
-    out with a node still held. ``jobs.busy_timeout`` None (a caller that is not a check) never waits."""
-    budget = getattr(jobs, "busy_timeout", None)
-    began = time.monotonic()
-    res = attempt(args, timeout)
-    if budget is None or res.own:
-        return res
-    queued = queued_job(res.stdout + res.stderr)
-    if queued is None:
-        return res
-    seen = look(jobs, nodes)
-    if seen.broken or not seen.held:
-        return res  # not busy: what the step shows is for its check to judge
-    left = int(budget - (time.monotonic() - began))
-    if left >= 1:
+    because other jobs hold a node it needs, ``attempt`` again with ``--immediate`` slices of what is left of the
+    budget, looking at the nodes between slices: a node that stops serving meanwhile ends the wait at once. Returns
+    the step's result for its check to judge; raises :class:`BusyPastBudget` (NOT RUN) when the budget ran out
+    with a node still held. ``jobs.busy_timeout`` None (a caller that is not a check) never waits."""
+    budget = jobs.busy_timeout if isinstance(jobs, Jobs) else None  # T10's admin step is no Jobs: it never waits
+    deadline = time.monotonic() + (budget or 0.0)
+    res, waited = attempt(args, timeout), False
+    while budget is not None and not res.own:
+        queued = queued_job(res.stdout + res.stderr)
+        if queued is None:
+            return res  # the step got its nodes: what it shows is its check's to judge
+        seen = look(jobs, nodes)
+        if seen.broken:
+            return res
+        if not seen.held:  # nobody else holds them: as asked once more if it waited (the holder just left)
+            return attempt(args, timeout) if waited else res
+        left = int(deadline - time.monotonic())
+        if left < 1:
+            raise BusyPastBudget(seen, budget, nodes)
         if res.exit_status == 124:  # the runner gave up on the client: its request may still be queued ahead
             jobs.slurm.cancel(queued)
-        again = f"{_IMMEDIATE.sub('', args)} --immediate={left}"
-        res = attempt(again, left + timeout)
-        if res.own or queued_job(res.stdout + res.stderr) is None:
-            return res
-        seen = look(jobs, nodes)
-    if seen.broken or not seen.held:
-        return res
-    raise BusyPastBudget(seen, budget, nodes)
+        wait = min(left, SLICE)
+        res, waited = attempt(f"{_IMMEDIATE.sub('', args)} --immediate={wait}", wait + timeout), True
+    return res

@@ -78,7 +78,13 @@ def _decide_cohort(target, run_id: str, busy_timeout: float) -> dict:
         return {"nodes": nodes, "failure": None, "busy": held.msg}
     finally:
         jobs.cleanup()
-    failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result) if silent else None
+    if not silent:
+        return {"nodes": nodes, "failure": None, "busy": None}
+    _, problems, evidence = cohort(target)  # a worker that stopped serving while the step waited: named by its state
+    if problems:
+        failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
+    else:
+        failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result)
     return {"nodes": nodes, "failure": failure, "busy": None}
 
 
