@@ -36,6 +36,8 @@ class _Step(Protocol):
 
 
 S = TypeVar("S", bound=_Step)
+#: The run's record of when it began to wait for held workers (pytest_slurmflox/runrecord.py).
+BUSY_RECORD = "busy-since"
 #: Seconds of one wait in Slurm's queue between two looks at the nodes (a node that stops serving ends the wait).
 SLICE = 30
 #: An ``--immediate`` a caller gave: the retry replaces it with what is left of the budget.
@@ -51,7 +53,8 @@ class BusyPastBudget(pytest.skip.Exception):
         self.look = look
         super().__init__(
             f"{NOT_RUN_PREFIX}busy past the budget: {look.describe()}; a step that needs every worker "
-            f"({', '.join(nodes)}) waited {budget:.0f} s for it (slurm.busy_timeout, --slurmflox-busy-timeout)"
+            f"({', '.join(nodes)}) found it held past the run's budget of {budget:.0f} s of waiting "
+            "(slurm.busy_timeout, --slurmflox-busy-timeout)"
         )
 
 
@@ -61,14 +64,32 @@ def look(jobs, nodes: Sequence[str]) -> Look:
     return parse_look(res.stdout, nodes, own_prefix=f"sfx-{jobs.run_id}-")
 
 
+def _busy_since(run_id: str) -> float:
+    """When the run began to wait for held workers (epoch seconds), one record its processes share: the budget is
+    the run's, so once it ran out every later step that meets a held worker is NOT RUN at once, not after a budget
+    of its own."""
+    from pytest_slurmflox.runrecord import once_per_run
+
+    return float(once_per_run(run_id, BUSY_RECORD, lambda: {"since": time.time()})[0]["since"])
+
+
+def _busy_over(run_id: str) -> None:
+    """The workers a step waited for are free: a later hold starts a budget of its own."""
+    from pytest_slurmflox.runrecord import locked, record_path
+
+    record = record_path(run_id, BUSY_RECORD)
+    with locked(record):
+        record.unlink(missing_ok=True)
+
+
 def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float], S], args: str, timeout: float) -> S:
     """``attempt(args, timeout)`` (one step on every node of ``nodes``), and while its allocation was not granted
     because other jobs hold a node it needs, ``attempt`` again with ``--immediate`` slices of what is left of the
-    budget, looking at the nodes between slices: a node that stops serving meanwhile ends the wait at once. Returns
+    budget, looking at the nodes between slices: a node that stops serving meanwhile ends the wait at once. The
+    budget runs from the run's first wait for a hold until a wait sees the nodes free (:func:`_busy_since`). Returns
     the step's result for its check to judge; raises :class:`BusyPastBudget` (NOT RUN) when the budget ran out
     with a node still held. ``jobs.busy_timeout`` None (a caller that is not a check) never waits."""
     budget = jobs.busy_timeout if isinstance(jobs, Jobs) else None  # T10's admin step is no Jobs: it never waits
-    deadline = time.monotonic() + (budget or 0.0)
     res, waited = attempt(args, timeout), False
     while budget is not None and not res.own:
         queued = queued_job(res.stdout + res.stderr)
@@ -78,8 +99,9 @@ def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float],
         if seen.broken:
             return res
         if not seen.held:  # nobody else holds them: as asked once more if it waited (the holder just left)
+            _busy_over(jobs.run_id)
             return attempt(args, timeout) if waited else res
-        left = int(deadline - time.monotonic())
+        left = int(_busy_since(jobs.run_id) + budget - time.time())
         if left < 1:
             raise BusyPastBudget(seen, budget, nodes)
         if res.exit_status == 124:  # the runner gave up on the client: its request may still be queued ahead

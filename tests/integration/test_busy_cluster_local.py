@@ -9,8 +9,8 @@ controller node: ``sbatch --exclusive -w worker1``) holds worker1 while T3 and T
 A worker that is really broken still FAILs fast whoever else runs jobs: the drained worker
 (test_acceptance_local.py ``test_drained_worker_fails_the_preflight_fast_and_blocks_the_run``) and the stopped
 slurmd (test_cohort_mutations_local.py ``test_a_stopped_slurmd_ends_the_run_within_60s_naming_the_worker``) keep
-their 60 s bound; here, the stopped slurmd of worker2 while worker1 is held is named within the wait (Slurm marks it
-not responding), not waited for until the budget.
+their 60 s bound; here, worker2's slurmd stopped while worker1 is held FAILs naming worker2 as soon as Slurm marks
+it not responding (the wait looks at the nodes between slices), not after the budget.
 
 The cluster is this module's own (private work dir and port); it is brought up without running any check.
 """
@@ -85,7 +85,7 @@ def test_a_worker_held_past_the_budget_is_not_run_naming_the_worker_and_the_job(
     for name in skipped:
         message = run.cases[name][1]
         assert "not run: busy past the budget: " in message and holder in message, (name, message)
-        assert "waited 30 s" in message and "worker2 (state" not in message, message
+        assert "budget of 30 s" in message and "worker2 (state" not in message, message
     verdict = re.search(r"^verdict for run \S+: (.*)$", run.output, re.M)
     assert verdict and verdict.group(1).startswith("NOT SIGNED OFF"), run.output[-3000:]
     assert re.search(rf"required group T5 is NOT RUN: .*{re.escape(holder)}", run.output), run.output[-3000:]
@@ -105,3 +105,27 @@ def test_a_worker_held_for_40s_is_waited_for_and_every_check_passes(deployment):
     assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("skipped") == [], run.output
     assert run.in_module("test_t05_interactive") and run.in_module("test_t03_task_profile"), run.output[-3000:]
     assert run.rc == 0, run.output[-3000:]
+
+
+def test_a_stopped_slurmd_is_broken_not_busy_while_another_worker_is_held(deployment):
+    """worker1 held for 10 minutes (default budget: the run would wait for it) and worker2's slurmd stopped
+    (SIGSTOP: it holds its port and answers nothing): Slurm marks worker2 not responding while the pre-flight waits,
+    and the run FAILs naming worker2 by its state within 60 s of that, instead of waiting the budget for worker1."""
+    home, workdir, common, _ = deployment
+    node_sh(workdir, "worker2", "kill -STOP $(cat /run/slurmd.pid)")
+    try:
+        with held(workdir, 600):
+            began = time.monotonic()
+            run = run_pytest(home, "-m", "T5", *common, timeout=900)
+            took = time.monotonic() - began
+    finally:
+        node_sh(workdir, "worker2", "kill -CONT $(cat /run/slurmd.pid)")
+    print(f"held worker1, stopped worker2: exit {run.rc} in {took:.1f} s")
+    blocked = run.outcomes("error") + run.outcomes("failure")
+    assert blocked and run.outcomes("passed") == [] and run.outcomes("skipped") == [], run.output[-4000:]
+    for name in blocked:
+        said = re.findall(r"requirement not met: [^\n]*", run.cases[name][1])
+        assert said and "worker2 is in partition all but not serving" in said[0], (name, run.cases[name][1][-2000:])
+        assert "worker1" not in said[0], said
+    slurmd_timeout = int(node_sh(workdir, "ctl", "scontrol show config | sed -n 's/^SlurmdTimeout *= *//p'").split()[0])
+    assert took < slurmd_timeout + 60, (took, slurmd_timeout)
