@@ -110,7 +110,7 @@ def test_a_worker_held_for_40s_is_waited_for_and_every_check_passes(deployment):
 def test_a_stopped_slurmd_is_broken_not_busy_while_another_worker_is_held(deployment):
     """worker1 held for 10 minutes (default budget: the run would wait for it) and worker2's slurmd stopped
     (SIGSTOP: it holds its port and answers nothing): Slurm marks worker2 not responding while the pre-flight waits,
-    and the run FAILs naming worker2 by its state within 60 s of that, instead of waiting the budget for worker1."""
+    and the run FAILs naming worker2 by its state soon after, instead of waiting the budget for worker1."""
     home, workdir, common, _ = deployment
     node_sh(workdir, "worker2", "kill -STOP $(cat /run/slurmd.pid)")
     try:
@@ -127,5 +127,6 @@ def test_a_stopped_slurmd_is_broken_not_busy_while_another_worker_is_held(deploy
         said = re.findall(r"requirement not met: [^\n]*", run.cases[name][1])
         assert said and "worker2 is in partition all but not serving" in said[0], (name, run.cases[name][1][-2000:])
         assert "worker1" not in said[0], said
+    # Slurm marks it after SlurmdTimeout (30 s here); the slack is a loaded host's, far below the 600 s budget
     slurmd_timeout = int(node_sh(workdir, "ctl", "scontrol show config | sed -n 's/^SlurmdTimeout *= *//p'").split()[0])
-    assert took < slurmd_timeout + 60, (took, slurmd_timeout)
+    assert took < slurmd_timeout + 120, (took, slurmd_timeout)
