@@ -83,23 +83,28 @@ def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout:
     """Run ``script`` once on each node in one step; each of its output lines is printed as
     ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``). A node other jobs hold is waited for
     within ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs)."""
+    mark = Mark.new()
+    body = (
+        f"set -o pipefail; {{ {script}\n}} 2>&1 | "
+        'while IFS= read -r l || [ -n "$l" ]; do '
+        f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
+    )
+    return every_worker_step(jobs, nodes, args, "bash -c " + _q(body), mark, timeout=timeout)
+
+
+def every_worker_step(
+    jobs, nodes: Iterable[str], args: str, command: str, mark: Mark, *, timeout: float = 180.0
+) -> Marked:
+    """``command`` (shell text whose own lines carry ``mark``) as one step with one task on each node (``-N<n>
+    --ntasks-per-node=1 -w <every node>`` and ``args``). A node other jobs hold is waited for within
+    ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs); a step that got its
+    nodes is returned as it ran, for its check to judge."""
     names = sorted(nodes)
 
     def attempt(options: str, limit: float) -> Marked:
-        mark = Mark.new()
-        body = (
-            f"set -o pipefail; {{ {script}\n}} 2>&1 | "
-            'while IFS= read -r l || [ -n "$l" ]; do '
-            f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
-        )
-        res = jobs.srun(
-            f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {options}",
-            "bash -c " + _q(body),
-            timeout=limit,
-        )
-        return marked(res, mark)
+        line = f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {options}"
+        return marked(jobs.srun(line, command, timeout=limit), mark)
 
-    # a worker other jobs hold is waited for within the run's budget, past it the check is NOT RUN (suites/_busy.py)
     return waiting_for_held(jobs, names, attempt, args, timeout)
 
 
