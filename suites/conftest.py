@@ -29,10 +29,10 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     node.
 
     Busy is not broken: a worker other users' jobs hold (Slurm lists it ALLOCATED, MIXED or COMPLETING and runs a
-    job there that is not this run's) is waited for, the step asked again with the rest of ``busy_timeout`` as its
-    ``--immediate`` (suites/_busy.py); when the budget runs out first, every check is NOT RUN naming the worker and
-    the jobs that hold it. The verdict has three states: healthy (the nodes), broken (``failure``: FAIL), busy past
-    the budget (``busy``: NOT RUN).
+    job there that is not this run's) is waited for, the step asked again in ``--immediate`` slices of the run's
+    ``busy_timeout`` (suites/_busy.py); when the budget runs out first, every check is NOT RUN naming the worker and
+    the jobs that hold it; a worker that stops serving meanwhile FAILs, named by its state. The verdict has three
+    states: healthy (the nodes), broken (``failure``: FAIL), busy past the budget (``busy``: NOT RUN).
 
     Decided once per run (#29): under pytest-xdist the first process to get here decides and records the verdict,
     the others read it (pytest_slurmflox/runrecord.py), so every process judges against the same cohort, a failing
