@@ -144,13 +144,22 @@ def kube(target: Target) -> Any:
     return target.kube
 
 
+@pytest.fixture(scope="session")
+def busy_timeout(pytestconfig: pytest.Config, target: Target) -> float:
+    """Seconds a step that needs every worker waits for workers other jobs hold (busy.py): the option
+    (``--slurmflox-busy-timeout``, env, ini), else the target file's ``slurm.busy_timeout``, else 600."""
+    from .busy import resolve_busy_timeout
+
+    return resolve_busy_timeout(get_option(pytestconfig, "slurmflox_busy_timeout"), target.spec.busy_timeout)
+
+
 @pytest.fixture
-def submit(request: pytest.FixtureRequest, target: Target) -> Iterator[Any]:
+def submit(request: pytest.FixtureRequest, target: Target, busy_timeout: float) -> Iterator[Any]:
     """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
     from .submit import Jobs
 
     require(target, "slurm")
-    jobs = Jobs.of(target, session_state(request.config).run_id, request.node.name)
+    jobs = Jobs.of(target, session_state(request.config).run_id, request.node.name, busy_timeout=busy_timeout)
     yield jobs
     jobs.cleanup()
 

@@ -73,6 +73,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("slurmflox-keep", "keep the run's files under the user's home ($HOME/slurmflox-runs/<run id>)", kind="bool"),
     Option(
+        "slurmflox-busy-timeout",
+        "seconds a step that needs every worker waits for workers other users' jobs hold, then NOT RUN naming them "
+        "(default: the target file's slurm.busy_timeout, else 600)",
+    ),
+    Option(
         "slurmflox-workers",
         "pytest-xdist workers of an acceptance run without -n: auto (2 when pytest-xdist is installed) or a number; "
         "0 runs the checks one after another",

@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     apply_default_workers(config)
     _check_workloads(config)
+    _check_busy_timeout(config)
     config.pluginmanager.register(SlurmfloxSession(config, state, substrate_options(config)), "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
@@ -86,6 +87,15 @@ def _check_workloads(config: pytest.Config) -> None:
             load_corpus(Path(workloads).expanduser())
         except WorkloadError as exc:
             raise pytest.UsageError(f"--slurmflox-workloads: {exc} (nothing was run)") from None
+
+
+def _check_busy_timeout(config: pytest.Config) -> None:
+    from .busy import resolve_busy_timeout
+
+    try:
+        resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{exc} (nothing was run)") from None
 
 
 def _register_report_writer(config: pytest.Config, state: SessionState) -> None:

@@ -54,14 +54,25 @@ class Jobs:
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
     #: on the login node, not three (#29).
     resolved_outdir: str = field(default="", repr=False)
+    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
+    #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.
+    busy_timeout: float | None = None
 
     @classmethod
-    def of(cls, target: Any, run_id: str, label: str) -> Jobs:
+    def of(cls, target: Any, run_id: str, label: str, *, busy_timeout: float | None = None) -> Jobs:
         """A check's jobs on a live target (``connection.Target``): its login, its Slurm client, the target file's
         partition and site access. The one way the plugin and the suites make them, so no job misses the site's
         account, QOS or reservation."""
         spec = target.spec
-        return cls(target.login, target.slurm, run_id, label, partition=spec.partition, site=spec.site)
+        return cls(
+            target.login,
+            target.slurm,
+            run_id,
+            label,
+            partition=spec.partition,
+            site=spec.site,
+            busy_timeout=busy_timeout,
+        )
 
     @property
     def name(self) -> str:

@@ -20,7 +20,8 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
-    slurm: {partition: all}          # + account, qos, reservation, extra_args: [...] (siteaccess.py)
+    slurm: {partition: all, busy_timeout: 600}  # + account, qos, reservation, extra_args: [...] (siteaccess.py);
+                                    # busy_timeout: seconds a step waits for workers others' jobs hold (busy.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
                                     # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
@@ -47,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from . import capabilities
+from . import busy, capabilities
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .declaredruntime import DeclaredRuntime, parse_runtime, runtime_document
@@ -131,6 +132,7 @@ class TargetSpec:
     flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
     runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
     site: SiteAccess = field(default_factory=SiteAccess)  #: account, QOS, reservation, extra options of every job
+    busy_timeout: float | None = None  #: ``slurm.busy_timeout`` (busy.py), None when the file does not say
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
@@ -265,6 +267,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         flox_lock=_checked(lambda v: lock_file(v, base), doc.get("flox")),
         runtime=_checked(parse_runtime, doc.get("runtime")),
         site=_checked(parse_site_access, doc.get("slurm") or {}),
+        busy_timeout=_checked(busy.parse_busy_timeout, (doc.get("slurm") or {}).get("busy_timeout")),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -321,6 +324,8 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         for key in ("worker_label", "worker_taint", "node_debug_image"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
+    if spec.busy_timeout is not None:
+        doc["slurm"]["busy_timeout"] = spec.busy_timeout
     if spec.identity is not None:
         doc["identity"] = dataclasses.asdict(spec.identity)  # user, uid, gid, supp_group, supp_gid
     if spec.limitations:

@@ -19,31 +19,16 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_slurmflox.busy import serving
 from pytest_slurmflox.run import Result
 
 from ._marks import Marked, _q, on_each, per_node
 from ._reservation import reservation
 from ._shared import observe_once
 
-#: Base states of a worker that serves (sinfo ``%T``, lower case).
-SERVING = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
-#: State flags of a node that does not serve (sinfo(1), NODE STATE CODES): not responding, powered off, powering
-#: up, powering down, in a maintenance reservation, pending power down.
-NOT_SERVING_FLAGS = "*~#%$!"
-#: Flags that leave a serving node serving: reboot pending or issued (it still runs jobs until then), planned.
-_HARMLESS_FLAGS = "@^-"
 #: The pre-flight step's deadline (seconds, whole): the allocation (``--immediate``) and the step together. A
 #: stopped slurmd makes the step's launch fail or hang; either way the run ends within a minute naming the worker.
 PREFLIGHT_DEADLINE = 20
-
-
-def serving(state: str) -> bool:
-    """Whether a node in sinfo state ``state`` (``idle``, ``idle*``, ``mixed~``, ``idle+drain``) serves."""
-    state = state.strip().lower()
-    if any(flag in state for flag in NOT_SERVING_FLAGS):
-        return False
-    parts = state.rstrip(_HARMLESS_FLAGS).split("+")
-    return parts[0] in SERVING and all(p in SERVING for p in parts[1:])
 
 
 def partition_nodes(target) -> tuple[dict[str, str], Result]:

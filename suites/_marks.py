@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 
 from pytest_slurmflox.run import Result
 
+from ._busy import waiting_for_held
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -79,20 +81,31 @@ def per_node(result: Marked) -> dict[str, list[str]]:
 
 def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout: float = 180.0) -> Marked:
     """Run ``script`` once on each node in one step; each of its output lines is printed as
-    ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``)."""
-    names = sorted(nodes)
+    ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``). A node other jobs hold is waited for
+    within ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs)."""
     mark = Mark.new()
     body = (
         f"set -o pipefail; {{ {script}\n}} 2>&1 | "
         'while IFS= read -r l || [ -n "$l" ]; do '
         f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
     )
-    res = jobs.srun(
-        f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {args}",
-        "bash -c " + _q(body),
-        timeout=timeout,
-    )
-    return marked(res, mark)
+    return every_worker_step(jobs, nodes, args, "bash -c " + _q(body), mark, timeout=timeout)
+
+
+def every_worker_step(
+    jobs, nodes: Iterable[str], args: str, command: str, mark: Mark, *, timeout: float = 180.0
+) -> Marked:
+    """``command`` (shell text whose own lines carry ``mark``) as one step with one task on each node (``-N<n>
+    --ntasks-per-node=1 -w <every node>`` and ``args``). A node other jobs hold is waited for within
+    ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs); a step that got its
+    nodes is returned as it ran, for its check to judge."""
+    names = sorted(nodes)
+
+    def attempt(options: str, limit: float) -> Marked:
+        line = f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {options}"
+        return marked(jobs.srun(line, command, timeout=limit), mark)
+
+    return waiting_for_held(jobs, names, attempt, args, timeout)
 
 
 def _q(text: str) -> str:

@@ -13,12 +13,13 @@ import pytest
 
 from pytest_slurmflox.gates import require
 
+from ._busy import BusyPastBudget
 from ._capability import declared, unmet
 from ._cohort import cohort, preflight_step
 
 
 @pytest.fixture(scope="session")
-def workers(target, slurmflox_state) -> list[str]:
+def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     """Slurm node names of the worker cohort: the partition's nodes cross-checked with the owner's list.
 
     A node in the partition that the owner does not list, a listed worker that is not registered, or one that does
@@ -26,6 +27,12 @@ def workers(target, slurmflox_state) -> list[str]:
     no SKIP). Then one short step on every worker, with a deadline: a worker whose slurmd stopped before Slurm noticed
     FAILS the pre-flight within a minute, named, instead of every check waiting for it. Per-worker checks use every
     node.
+
+    Busy is not broken: a worker other users' jobs hold (Slurm lists it ALLOCATED, MIXED or COMPLETING and runs a
+    job there that is not this run's) is waited for, the step asked again in ``--immediate`` slices of the run's
+    ``busy_timeout`` (suites/_busy.py); when the budget runs out first, every check is NOT RUN naming the worker and
+    the jobs that hold it; a worker that stops serving meanwhile FAILs, named by its state. The verdict has three
+    states: healthy (the nodes), broken (``failure``: FAIL), busy past the budget (``busy``: NOT RUN).
 
     Decided once per run (#29): under pytest-xdist the first process to get here decides and records the verdict,
     the others read it (pytest_slurmflox/runrecord.py), so every process judges against the same cohort, a failing
@@ -40,27 +47,38 @@ def workers(target, slurmflox_state) -> list[str]:
     if target.spec.kubernetes is not None:
         declared(target, *KUBERNETES_KEYS)
     run_id = slurmflox_state.run_id
-    verdict, _ = once_per_run(run_id, "cohort", lambda: _decide_cohort(target, run_id))
+    verdict, _ = once_per_run(run_id, "cohort", lambda: _decide_cohort(target, run_id, busy_timeout))
     if verdict["failure"]:
         pytest.fail(verdict["failure"], pytrace=False)
+    if verdict.get("busy"):
+        pytest.skip(verdict["busy"])  # NOT RUN (its text starts with signoff.NOT_RUN_PREFIX), never FAIL
     return list(verdict["nodes"])
 
 
-def _decide_cohort(target, run_id: str) -> dict:
-    """The cohort check and the pre-flight step: ``{"nodes": [...], "failure": None or the unmet requirement}``."""
+def _decide_cohort(target, run_id: str, busy_timeout: float) -> dict:
+    """The cohort check and the pre-flight step: ``{"nodes": [...], "failure": None or the unmet requirement,
+    "busy": None or why the checks are NOT RUN (a worker other jobs held for the whole budget)}``."""
     from pytest_slurmflox.submit import Jobs
 
     nodes, problems, evidence = cohort(target)
     if problems:
         failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
-        return {"nodes": nodes, "failure": failure}
-    jobs = Jobs.of(target, run_id, "preflight")
+        return {"nodes": nodes, "failure": failure, "busy": None}
+    jobs = Jobs.of(target, run_id, "preflight", busy_timeout=busy_timeout)
     try:
         silent, step = preflight_step(jobs, nodes)
+    except BusyPastBudget as held:
+        return {"nodes": nodes, "failure": None, "busy": held.msg}
     finally:
         jobs.cleanup()
-    failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result) if silent else None
-    return {"nodes": nodes, "failure": failure}
+    if not silent:
+        return {"nodes": nodes, "failure": None, "busy": None}
+    _, problems, evidence = cohort(target)  # a worker that stopped serving while the step waited: named by its state
+    if problems:
+        failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
+    else:
+        failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result)
+    return {"nodes": nodes, "failure": failure, "busy": None}
 
 
 @pytest.fixture(scope="session", autouse=True)

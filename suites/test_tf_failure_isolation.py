@@ -29,7 +29,7 @@ from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.waits import WaitTimedOut, poll
 
 from ._capability import requirement
-from ._marks import Mark, _q
+from ._marks import Mark, _q, every_worker_step
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 
@@ -84,11 +84,8 @@ def test_unrealizable_worker_never_registers(request, target, submit, workers, r
             f"phase: {phase}",
             f"isolated worker outcome: {started.outcome}",
         )
-        n = len(workers)
         mark = Mark.new()
-        ok = submit.srun(
-            f"-N{n} -n{n} --ntasks-per-node=1 -w {','.join(workers)}", "bash -c " + _q(mark.wrap("hostname"))
-        )
+        ok = every_worker_step(submit, workers, "", "bash -c " + _q(mark.wrap("hostname")), mark)
         requirement(
             ok.ok and sorted(set(mark.lines(ok.stdout))) == sorted(workers),
             "the rest of the cohort keeps working",
