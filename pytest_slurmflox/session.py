@@ -43,6 +43,9 @@ class SlurmfloxSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Provision once (on the xdist controller, before workers start) and locate the target."""
         if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
+            from .runrecord import begin
+
+            begin(self.state.records)  # a killed run of the same id left its records: none is read, all go
             self._locate_target()
         self.read_target()
         self.state.evidence.redact.learn(self.state.workdir, self.state.spec)  # the one teaching, every process
@@ -238,7 +241,7 @@ class SlurmfloxSession:
 
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):
-            forget(self.state.run_id)
+            forget(self.state.records)
 
     def _end_run(self) -> None:
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None

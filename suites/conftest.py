@@ -40,7 +40,7 @@ def workers(target, slurmflox_state) -> list[str]:
     if target.spec.kubernetes is not None:
         declared(target, *KUBERNETES_KEYS)
     run_id = slurmflox_state.run_id
-    verdict, _ = once_per_run(run_id, "cohort", lambda: _decide_cohort(target, run_id))
+    verdict, _ = once_per_run(slurmflox_state.records, "cohort", lambda: _decide_cohort(target, run_id))
     if verdict["failure"]:
         pytest.fail(verdict["failure"], pytrace=False)
     return list(verdict["nodes"])
@@ -82,7 +82,7 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
 
     run_id = slurmflox_state.run_id
     jobs = Jobs(login=target.login, slurm=target.slurm, run_id=run_id, label="early", partition=target.spec.partition)
-    submit_early(early_jobs(request.session.items), run_id, jobs)
+    submit_early(early_jobs(request.session.items), slurmflox_state.records, jobs)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -99,12 +99,12 @@ def _early_workers(request, _early_jobs, target, slurmflox_state) -> Iterator[No
     if not specs or selects_destructive(request.config) or target.why_missing("isolated-worker") is not None:
         yield
         return
-    run_id = slurmflox_state.run_id
-    join(run_id)
-    start_early(target.pool, run_id, specs)
+    run = slurmflox_state.records
+    join(run)
+    start_early(target.pool, run, specs)
     yield
-    if leave(run_id):  # the run's last process: no check of it can claim one any more
-        release_unclaimed(target.pool, run_id, specs)
+    if leave(run):  # the run's last process: no check of it can claim one any more
+        release_unclaimed(target.pool, run, specs)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.run import Result, quoted
+from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.waits import job_timeout, limit_timeout, poll_last, queue_timeout
@@ -56,12 +57,13 @@ def _claimed(request, jobs: Jobs, *specs: EarlyJob) -> list[Claimed]:
     """Claim the check's early jobs in order (each given the ids of those before it, ``{job:<label>}``); every job
     is ``jobs``' own (cancelled by its cleanup). The check's span starts at the earliest early submission (report
     timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm was."""
+    run = session_state(request.config).records  # this start of the run's early jobs only
     ids: dict[str, str] = {}
     claims: list[Claimed] = []
     for spec in specs:
         # once one job was submitted now (its early one claimed or never submitted), the rest are too: a child
         # must depend on the parent this check holds
-        claims.append(claim(spec, jobs, ids, fresh=any(c.since is None for c in claims)))
+        claims.append(claim(spec, jobs, run, ids, fresh=any(c.since is None for c in claims)))
         ids[spec.label] = claims[-1].job
     since = [c.since for c in claims if c.since is not None]
     if since:
