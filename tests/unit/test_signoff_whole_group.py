@@ -84,7 +84,7 @@ def _group(evidence: dict, name: str) -> dict:
 
 def test_the_whole_healthy_set_signs_off(pytester, site):
     """The baseline: nothing of a required group left out (the destructive group not asked for, as always)."""
-    res, evidence, paths = signoff(pytester, site, "r-whole")
+    res, evidence, paths = signoff(pytester, site, "wg-whole")
     assert res.ret == pytest.ExitCode.OK, res.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
     assert _group(evidence, "T6")["left_out"] == [] and _group(evidence, "T6")["counts"]["PASS"] == 2
@@ -93,7 +93,7 @@ def test_the_whole_healthy_set_signs_off(pytester, site):
 
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 def test_a_check_left_out_by_k_blocks_the_signoff_naming_it(pytester, site, xdist):
-    res, evidence, paths = signoff(pytester, site, f"r-k-{int(xdist)}", "-k", "not mpi_ranks", xdist=xdist)
+    res, evidence, paths = signoff(pytester, site, f"wg-k-{int(xdist)}", "-k", "not mpi_ranks", xdist=xdist)
     assert res.ret == pytest.ExitCode.TESTS_FAILED, res.stdout.str()
     assert evidence["run"]["verdict"] == NOT_SIGNED_OFF
     t6 = _group(evidence, "T6")
@@ -103,16 +103,16 @@ def test_a_check_left_out_by_k_blocks_the_signoff_naming_it(pytester, site, xdis
     assert evidence["run"]["verdict_reasons"] == [why]
     # the terminal summary and the HTML report name it too
     out = res.stdout.str()
-    assert f"  - {why}" in out and f"verdict for run r-k-{int(xdist)}: {NOT_SIGNED_OFF}" in out
+    assert f"  - {why}" in out and f"verdict for run wg-k-{int(xdist)}: {NOT_SIGNED_OFF}" in out
     assert "test_mpi_ranks" in paths.html.read_text().split('id="results-table"')[0]
     assert validate_evidence(paths.evidence) == []
 
 
 def test_deselect_and_m_block_the_same_way(pytester, site):
-    res, evidence, _ = signoff(pytester, site, "r-deselect", "--deselect", "test_healthy.py::test_mpi_ranks")
+    res, evidence, _ = signoff(pytester, site, "wg-deselect", "--deselect", "test_healthy.py::test_mpi_ranks")
     assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["verdict"] == NOT_SIGNED_OFF
     assert [c["nodeid"] for c in _group(evidence, "T6")["left_out"]] == ["test_healthy.py::test_mpi_ranks"]
-    res, evidence, _ = signoff(pytester, site, "r-m", "-m", "acceptance and not slow")
+    res, evidence, _ = signoff(pytester, site, "wg-m", "-m", "acceptance and not slow")
     assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["verdict"] == NOT_SIGNED_OFF
     t8 = _group(evidence, "T8")
     assert t8["verdict"] == "NOT RUN" and [c["nodeid"] for c in t8["left_out"]] == ["test_healthy.py::test_slow_memory"]
@@ -124,10 +124,10 @@ def test_lf_after_a_failure_runs_one_check_and_signs_nothing_off(pytester, site,
     """``--lf`` (pytest's cache on): the rerun of the one check that failed passes, but the group's other check and
     every other group were not run again: no sign-off from a rerun of the failures."""
     monkeypatch.setenv("SFX_BREAK", "1")
-    first, evidence, _ = signoff(pytester, site, "r-lf-1")
+    first, evidence, _ = signoff(pytester, site, "wg-lf-1")
     assert first.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["verdict"] == NOT_SIGNED_OFF
     monkeypatch.delenv("SFX_BREAK")
-    res, evidence, paths = signoff(pytester, site, "r-lf-2", "--lf")
+    res, evidence, paths = signoff(pytester, site, "wg-lf-2", "--lf")
     assert "1 passed" in res.stdout.str()
     assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["verdict"] == NOT_SIGNED_OFF
     t6 = _group(evidence, "T6")
@@ -141,7 +141,7 @@ def test_lf_after_a_failure_runs_one_check_and_signs_nothing_off(pytester, site,
 def test_node_ids_named_leave_the_rest_of_the_group_out(pytester, site, xdist):
     """``path::check`` collects one check of its module: the others are named as left out, not forgotten."""
     named = [f"test_healthy.py::test_healthy_{g.lower()}" for g in REQUIRED_GROUPS if g != "TW"]
-    res, evidence, _ = signoff(pytester, site, f"r-named-{int(xdist)}", *named, xdist=xdist)
+    res, evidence, _ = signoff(pytester, site, f"wg-named-{int(xdist)}", *named, xdist=xdist)
     assert res.ret == pytest.ExitCode.TESTS_FAILED, res.stdout.str()
     assert evidence["run"]["verdict"] == NOT_SIGNED_OFF
     assert _group(evidence, "T6")["left_out"] == [{"nodeid": "test_healthy.py::test_mpi_ranks", "reason": NOT_NAMED}]
@@ -155,7 +155,7 @@ def test_node_ids_named_leave_the_rest_of_the_group_out(pytester, site, xdist):
 def test_what_the_project_narrows_itself_blocks_nothing(pytester, site):
     """A destructive group not asked for is no required group; a group the kind of target never has (TF on a
     customer's Kubernetes cluster) neither: leaving their checks out keeps the sign-off."""
-    res, evidence, _ = signoff(pytester, site, "r-own", "-k", "not healthy_tf")
+    res, evidence, _ = signoff(pytester, site, "wg-own", "-k", "not healthy_tf")
     assert res.ret == pytest.ExitCode.OK, res.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
     assert _group(evidence, "TF")["verdict"] == "NOT APPLICABLE" and not _group(evidence, "TF")["required"]
@@ -165,7 +165,7 @@ def test_what_the_project_narrows_itself_blocks_nothing(pytester, site):
 def test_the_groups_asked_for_stay_the_required_set(pytester, site):
     """``--slurmflox-groups`` narrows what runs, not what a sign-off needs: the groups not asked for are NOT RUN
     naming that option and each of their checks; the groups asked for are judged whole."""
-    res, evidence, _ = signoff(pytester, site, "r-groups", "--slurmflox-groups=T3,T6", "-k", "not mpi_ranks")
+    res, evidence, _ = signoff(pytester, site, "wg-groups", "--slurmflox-groups=T3,T6", "-k", "not mpi_ranks")
     assert res.ret == pytest.ExitCode.TESTS_FAILED
     assert _group(evidence, "T3")["verdict"] == "PASS"
     assert _group(evidence, "T6")["left_out"] == [{"nodeid": "test_healthy.py::test_mpi_ranks", "reason": BY_PYTEST}]
