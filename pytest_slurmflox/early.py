@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .runrecord import locked, record_path
+from .runrecord import RunRecords, locked, record_path
 from .signoff import SINCE, UNTIL
 from .submit import Jobs
 
@@ -93,7 +93,7 @@ def _values(spec: EarlyJob, jobs: Jobs, nonce: str, ids: Mapping[str, str]) -> d
     return {"nonce": nonce, "outdir": outdir, **{f"job:{label}": job for label, job in ids.items()}}
 
 
-def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str, str]:
+def submit_early(specs: Iterable[EarlyJob], run: RunRecords, jobs: Jobs) -> dict[str, str]:
     """Submit each job this run has not submitted yet, all in one command on the login node (``Jobs.sbatch_chain``:
     one round trip, not two per job, while every process of the run waits on this lock); returns label -> job id
     of those submitted here.
@@ -101,11 +101,11 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str
     A submission that fails is not recorded and not raised: it would otherwise fail the setup of every check of the
     run (this runs in an autouse fixture). The check then submits its own job and reports the failure itself. A job
     naming ``{job:<label>}`` of one that is neither submitted nor recorded is left to its check the same way."""
-    with locked(record_path(run_id, "early-submission")):  # one process submits; the others find its records
+    with locked(record_path(run, "early-submission")):  # one process submits; the others find its records
         recorded: dict[str, str] = {}  # another process's jobs: what later jobs of this run may depend on
         todo: list[EarlyJob] = []
         for spec in specs:
-            record = record_path(run_id, spec.label)
+            record = record_path(run, spec.label)
             if record.exists():
                 recorded[spec.label] = json.loads(record.read_text())["job"]
             else:
@@ -124,7 +124,7 @@ def submit_early(specs: Iterable[EarlyJob], run_id: str, jobs: Jobs) -> dict[str
         for (label, nonce, _, _), job in zip(chain, ids, strict=True):
             if job is None:
                 continue
-            record = record_path(run_id, label)
+            record = record_path(run, label)
             with locked(record):
                 record.write_text(json.dumps({"job": job, "submitted": submitted_at, "nonce": nonce}))
             submitted[label] = job
@@ -152,14 +152,17 @@ def _nonce() -> str:
     return "sfx" + secrets.token_hex(6)
 
 
-def claim(spec: EarlyJob, jobs: Jobs, ids: Mapping[str, str] | None = None, *, fresh: bool = False) -> Claimed:
-    """The job for ``spec``: the run's early one if nobody claimed it yet, else one submitted now (``ids``: the job
+def claim(
+    spec: EarlyJob, jobs: Jobs, run: RunRecords, ids: Mapping[str, str] | None = None, *, fresh: bool = False
+) -> Claimed:
+    """The job for ``spec``: this start of the run's early one (``run``) if nobody claimed it yet, else one
+    submitted now (``ids``: the job
     ids this check already holds, for ``{job:<label>}``; ``fresh``: submit now whatever is recorded, for a child
     whose parent was submitted now, so it never depends on another parent). Either way the job becomes ``jobs``' own
     (cancelled by its cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts
     there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
     was."""
-    record = record_path(jobs.run_id, spec.label)
+    record = record_path(run, spec.label)
     with locked(record):
         claimed = record.with_suffix(".claimed")
         early = json.loads(record.read_text()) if record.exists() and not fresh else None

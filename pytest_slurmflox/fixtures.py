@@ -159,7 +159,8 @@ def submit(request: pytest.FixtureRequest, target: Target, busy_timeout: float) 
     from .submit import Jobs
 
     require(target, "slurm")
-    jobs = Jobs.of(target, session_state(request.config).run_id, request.node.name, busy_timeout=busy_timeout)
+    state = session_state(request.config)
+    jobs = Jobs.of(target, state.run_id, request.node.name, busy_timeout=busy_timeout, records=state.records)
     yield jobs
     jobs.cleanup()
 

@@ -1,9 +1,12 @@
 """What a run's outcome is made of besides its test reports, each with one owner (issue 28).
 
-- :class:`Deselected`: what this process's selection left out and why. :class:`~pytest_slurmflox.selection.
-  Selection` records its own reasons, the session's ``pytest_deselected`` hook adds what pytest's ``-m``/``-k``
-  dropped; the terminal summary and the verdict (a required group NOT RUN, naming why) read the same record.
-  Under pytest-xdist the workers deselect; each hands its record to the controller (``workeroutput``).
+- :class:`Deselected`: what this process's selection left out and why, and every acceptance check the collected
+  modules hold (:attr:`Deselected.inventory`: what a group *has*, not what ran). :class:`~pytest_slurmflox.selection.
+  Selection` records its own reasons, the session's ``pytest_deselected`` hook adds what pytest's ``-k``, ``-m``,
+  ``--deselect`` or ``--lf`` dropped, and the end of collection what the paths or node ids named left out; the
+  terminal summary and the verdict (a required group NOT RUN naming each check it did not run) read the same
+  record. Under pytest-xdist the workers collect and deselect; each hands its record to the controller
+  (``workeroutput``).
 - :class:`ExitRules`: why the exit status differs from pytest's own. The report writer notes an unsigned
   sign-off and leaked secrets here; :class:`~pytest_slurmflox.session.SlurmfloxSession` alone sets
   ``session.exitstatus``, once, after every reporter (and the artifact scan) is done.
@@ -11,14 +14,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-#: the reason a group's checks did not run when pytest's own selection (``-m``, ``-k``) dropped them
-BY_PYTEST = "deselected by this run's selection (-m or -k)"
+#: the reason a group's checks did not run when pytest's own selection (``-k``, ``-m``, ``--deselect``, ``--lf``)
+#: dropped them
+BY_PYTEST = "deselected by this run's selection (-k, -m, --deselect or --lf)"
+#: the reason for a check its module holds that the paths or node ids named on the command line left out
+NOT_NAMED = "not collected: the paths or node ids named left it out"
+#: the reason for a check that was collected and kept but never reported (the run stopped before it)
+NEVER_RAN = "collected but never run (the run stopped before it)"
 
 
 @dataclass
@@ -28,16 +36,39 @@ class Deselected:
 
     reasons: dict[str, int] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)  #: node id of an acceptance check left out -> why
+    inventory: dict[str, str] = field(default_factory=dict)  #: node id -> group: every check the modules hold
 
-    def record(self, group: str | None, reason: str, *, count: bool = True) -> None:
-        """One item left out; the first reason a group gets is the one the verdict names."""
+    def record(self, group: str | None, reason: str, *, count: bool = True, nodeid: str | None = None) -> None:
+        """One item left out; the first reason a group (or a check, ``nodeid``) gets is the one the verdict names."""
         if count:
             self.reasons[reason] = self.reasons.get(reason, 0) + 1
         if group is not None:
             self.groups.setdefault(group, reason)
+        if nodeid is not None:
+            self.checks.setdefault(nodeid, reason)
+
+    def collected(self, nodeid: str, group: str | None) -> None:
+        """An acceptance check a collected module holds (before any selection: node ids, ``-k``, groups)."""
+        self.inventory[nodeid] = group or ""
+
+    def left_out(self, reported: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """node id -> (group, why) of each check of the inventory that has no report: deselected, not named, or
+        (kept but never reported) :data:`NEVER_RAN`."""
+        seen = set(reported)
+        return {
+            nodeid: (group, self.checks.get(nodeid, NEVER_RAN))
+            for nodeid, group in self.inventory.items()
+            if nodeid not in seen
+        }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"reasons": dict(self.reasons), "groups": dict(self.groups)}
+        return {
+            "reasons": dict(self.reasons),
+            "groups": dict(self.groups),
+            "checks": dict(self.checks),
+            "inventory": dict(self.inventory),
+        }
 
     def merge(self, other: Mapping[str, Any]) -> None:
         """A worker's record (:meth:`as_dict`), on the controller. Every worker collects the same items, so a
@@ -46,6 +77,10 @@ class Deselected:
             self.reasons[str(reason)] = max(self.reasons.get(str(reason), 0), int(n))
         for group, reason in (other.get("groups") or {}).items():
             self.groups.setdefault(str(group), str(reason))
+        for nodeid, reason in (other.get("checks") or {}).items():
+            self.checks.setdefault(str(nodeid), str(reason))
+        for nodeid, group in (other.get("inventory") or {}).items():
+            self.inventory.setdefault(str(nodeid), str(group))
 
 
 @dataclass

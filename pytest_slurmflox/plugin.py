@@ -22,6 +22,7 @@ from .concurrency import apply_default_workers
 from .groups import MARKERS
 from .options import add_options, get_option, run_id_of, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
+from .runrecord import start_of
 from .selection import main_job, main_job_paths, plain_operation, pyargs_anchors, reports_wanted, user_named_paths
 from .session import SlurmfloxSession
 from .sessionstate import STATE, SessionState, session_state
@@ -61,8 +62,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = paths  # what the session (and xdist's workers) collect
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    state = SessionState(run_id=run_id_of(config), workdir=workdir_of(config))  # a bad run id stops here
     worker_input = getattr(config, "workerinput", None) or {}
+    try:
+        start = start_of(worker_input)
+    except ValueError as exc:
+        raise pytest.UsageError(f"slurmflox: {exc}") from None
+    state = SessionState(run_id=run_id_of(config), workdir=workdir_of(config), start=start)  # a bad run id stops here
     if worker_input.get("slurmflox_target"):
         state.target_path = Path(worker_input["slurmflox_target"])
         state.target_source = worker_input.get("slurmflox_target_source", "controller")
@@ -142,6 +147,7 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: workers reuse the controller's run id and already-provisioned target."""
     state = session_state(node.config)
     node.workerinput["slurmflox_run_id"] = state.run_id
+    node.workerinput["slurmflox_run_start"] = state.start  # the records of this start only (runrecord)
     node.workerinput["slurmflox_owner_pid"] = os.getpid()  # an orphaned worker removes the run's records (runrecord)
     if state.target_path is not None:
         node.workerinput["slurmflox_target"] = str(state.target_path)

@@ -171,6 +171,7 @@ class ReportWriter:
             workloads_given=self.request.workloads_given,
             collect_errors=self.collector.collect_errors,
             deselected=self.state.deselected.groups,
+            left_out=self.state.deselected.left_out(self.collector.checks),
         )
         self._update_metadata()
         if self.html_report is not None:

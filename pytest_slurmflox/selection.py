@@ -197,8 +197,10 @@ class Selection:
                 keep.append(item)
             else:
                 drop.append(item)
-                acceptance = item.get_closest_marker("acceptance") is not None
-                self.deselected.record(item_group(item) if acceptance else None, reason)
+                if item.get_closest_marker("acceptance") is not None:
+                    self.deselected.record(item_group(item), reason, nodeid=item.nodeid)
+                else:
+                    self.deselected.record(None, reason)
         return keep, drop
 
 

@@ -19,7 +19,7 @@ from .concurrency import order_long_waits
 from .envfacts import target_facts
 from .groups import item_group
 from .options import get_option, resolve_settings
-from .outcome import BY_PYTEST
+from .outcome import BY_PYTEST, NOT_NAMED
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check
 from .sessionstate import SessionState, progress_printer
 from .settings import SettingsError, SubstrateOptions
@@ -43,6 +43,9 @@ class SlurmfloxSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Provision once (on the xdist controller, before workers start) and locate the target."""
         if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
+            from .runrecord import begin
+
+            begin(self.state.records)  # a killed run of the same id left its records: none is read, all go
             self._locate_target()
         self.read_target()
         if self.state.target_path is not None:  # a run with no target runs nothing of ours: nothing to hide
@@ -170,12 +173,38 @@ class SlurmfloxSession:
                 item.user_properties.append(("slurmflox_group", group))
         order_long_waits(items)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        """Every acceptance check a collected module holds, before node ids, ``-k`` or groups narrow it: what a
+        group *has*. A sign-off needs each of a required group's checks to have run (signoff.decide)."""
+        report = yield
+        for node in report.result or ():
+            if isinstance(node, pytest.Item) and node.get_closest_marker("acceptance") is not None:
+                self.state.deselected.collected(node.nodeid, item_group(node))
+        return report
+
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        """What pytest's ``-m``/``-k`` dropped (the selection's own drops are already recorded with their reason).
-        An xdist worker hands its record to the controller, whose verdict names why a group did not run."""
+        """What pytest's ``-k``, ``-m``, ``--deselect`` or ``--lf`` dropped, per check (the selection's own drops
+        are already recorded with their reason, which stays first)."""
         for item in items:
             if item.get_closest_marker("acceptance") is not None:
-                self.state.deselected.record(item_group(item), BY_PYTEST, count=False)
+                self.state.deselected.record(item_group(item), BY_PYTEST, count=False, nodeid=item.nodeid)
+        self._hand_over()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A check its module holds that is neither kept nor deselected was left out by the paths or node ids the
+        command line named (``suites/test_t06_mpi.py::test_pmix_is_offered``), or by ``--lf`` (pytest's cache
+        plugin drops the checks that passed last time from the module's collection, without deselecting them)."""
+        record = self.state.deselected
+        why = BY_PYTEST if getattr(self.config.option, "lf", False) else NOT_NAMED
+        kept = {item.nodeid for item in session.items}
+        for nodeid, group in record.inventory.items():
+            if nodeid not in kept and nodeid not in record.checks:
+                record.record(group or None, why, count=False, nodeid=nodeid)
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """An xdist worker hands its record to the controller, whose verdict names what did not run and why."""
         output = getattr(self.config, "workeroutput", None)
         if output is not None:
             output["slurmflox_deselected"] = self.state.deselected.as_dict()
@@ -219,7 +248,7 @@ class SlurmfloxSession:
 
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):
-            forget(self.state.run_id)
+            forget(self.state.records)
 
     def _end_run(self) -> None:
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None

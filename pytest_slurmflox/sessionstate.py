@@ -15,6 +15,7 @@ import pytest
 
 from .evidence import EvidenceLog
 from .outcome import Deselected, ExitRules
+from .runrecord import RunRecords, new_start
 from .settings import Resolved
 from .target import TargetSpec
 from .workdir import Workdir
@@ -39,6 +40,13 @@ class SessionState:
     started: float = field(default_factory=time.monotonic)
     deselected: Deselected = field(default_factory=Deselected)  #: what the selection left out, and why
     exit: ExitRules = field(default_factory=ExitRules)  #: applied once, by the session, at the very end
+    #: this start of the run (runrecord.py): drawn by the controller or serial process, handed to xdist workers
+    start: str = field(default_factory=new_start)
+
+    @property
+    def records(self) -> RunRecords:
+        """Where this start of the run keeps what its processes share (runrecord.py)."""
+        return RunRecords(self.run_id, self.start)
 
 
 STATE = pytest.StashKey[SessionState]()

@@ -27,6 +27,8 @@ NO_GROUP = "-"
 NOT_RUN_PREFIX = "not run: "
 #: Evidence that cannot be parsed keeps this many characters of its text.
 EXCERPT = 1500
+#: A group's reason names at most this many checks that did not run (evidence.json's ``left_out`` has them all).
+NAMED = 12
 #: The report property saying when a check's work began before its setup (epoch seconds): a job submitted for it
 #: early in the run (pytest_slurmflox/early.py). Its span, not its pytest duration, is what it cost the run.
 SINCE = "slurmflox_since"
@@ -171,6 +173,7 @@ class GroupSummary:
     verdict: str
     counts: Mapping[str, int]
     reasons: tuple[str, ...]
+    left_out: tuple[tuple[str, str], ...] = ()  #: (node id, why) of each check of the group that did not run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +183,7 @@ class GroupSummary:
             "verdict": self.verdict,
             "counts": dict(self.counts),
             "reasons": list(self.reasons),
+            "left_out": [{"nodeid": nodeid, "reason": why} for nodeid, why in self.left_out],
         }
 
 
@@ -266,15 +270,30 @@ def _not_applicable(groups: Iterable[GroupSummary], by_group: Mapping[str, list[
     return (*whole, *partly)
 
 
+def _left_out_reasons(left_out: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """``NOT RUN: <why>: <check>, <check>, ...`` per reason, naming each check (evidence.json lists them all)."""
+    by_reason: dict[str, list[str]] = {}
+    for nodeid, why in left_out:
+        by_reason.setdefault(why, []).append(nodeid.rsplit("::", 1)[-1])
+    lines = []
+    for why, names in by_reason.items():
+        more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+        lines.append(f"{NOT_RUN}: {why}: {', '.join(names[:NAMED])}{more}")
+    return tuple(lines)
+
+
 def _summary(
     g: str,
     members: list[Check],
     required: bool,
     excluded: Mapping[str, str],
-    deselected: Mapping[str, str],
+    context: tuple[Mapping[str, str], Mapping[str, tuple[tuple[str, str], ...]]],
     profile: Profile,
 ) -> GroupSummary:
-    """One group's line of the verdict: a group the profile excludes that showed nothing is NOT APPLICABLE."""
+    """One group's line of the verdict: a group the profile excludes that showed nothing is NOT APPLICABLE; a
+    group a check of which did not run (deselected, not named, never reached) is NOT RUN naming it, unless FAIL."""
+    deselected, left_out = context
+    missing = left_out.get(g, ())
     counts = {v: sum(1 for c in members if c.verdict == v) for v in (PASS, FAIL, SKIP, NOT_APPLICABLE)}
     verdict = group_verdict(members)
     if g in excluded and verdict in (NOT_RUN, NOT_APPLICABLE):
@@ -282,9 +301,11 @@ def _summary(
         reasons: tuple[str, ...] = (f"{NOT_APPLICABLE_PREFIX} (profile {profile.name}): {excluded[g]}",)
     else:
         not_run = deselected.get(g, "no check of this group ran (deselected or not collected)")
-        reasons = _group_reasons(members) or ((not_run,) if not members else ())
+        reasons = _group_reasons(members) + _left_out_reasons(missing)
+        reasons = reasons or ((not_run,) if not members else ())
+        verdict = NOT_RUN if missing and verdict != FAIL else verdict
     title = GROUPS.get(g, "acceptance checks without a group")
-    return GroupSummary(group=g, title=title, required=required, verdict=verdict, counts=counts, reasons=reasons)
+    return GroupSummary(g, title, required, verdict, counts, reasons, missing)
 
 
 def decide(
@@ -296,16 +317,19 @@ def decide(
     workloads_given: bool = False,
     collect_errors: Iterable[str] = (),
     deselected: Mapping[str, str] | None = None,
+    left_out: Mapping[str, tuple[str, str]] | None = None,
 ) -> SignOff:
     """The sign-off verdict over the whole requirement set.
 
     Every required group is listed, run or not: ``required_groups`` (by default the ``profile``'s; TW only when a
     workload corpus was given, its checks do not exist otherwise). A required group with no check in this run
     (deselected by ``-m``, ``-k`` or ``--slurmflox-groups``, or never collected) is NOT RUN, naming why when
-    ``deselected`` (group -> reason) knows. A check that SKIPs naming a capability the profile never has is NOT
-    APPLICABLE, and so is a group the profile excludes (it is not required). Signed off only if every required
-    group PASSed (SKIP, NOT RUN and NOT APPLICABLE are not PASS), nothing failed anywhere and nothing failed to
-    collect.
+    ``deselected`` (group -> reason) knows. A group that ran only some of its checks is NOT RUN too (unless it
+    FAILed), naming each check of ``left_out`` (node id -> (group, why): every check its module holds that has no
+    report, outcome.Deselected.left_out): a sign-off needs the whole group, not the checks that ran. A check that
+    SKIPs naming a capability the profile never has is NOT APPLICABLE, and so is a group the profile excludes (it is
+    not required). Signed off only if every required group PASSed (SKIP, NOT RUN and NOT APPLICABLE are not PASS),
+    nothing failed anywhere and nothing failed to collect.
     """
     checks = list(checks)
     classify(checks, profile)
@@ -319,7 +343,11 @@ def decide(
     excluded = {g: why for g, why in profile.groups.items() if g not in DESTRUCTIVE_GROUPS}
     shown = [g for g in GROUPS if g in by_group or g in required or g in excluded]
     order = shown + ([NO_GROUP] if NO_GROUP in by_group else [])
-    groups = [_summary(g, by_group.get(g, []), g in required, excluded, deselected, profile) for g in order]
+    missing: dict[str, tuple[tuple[str, str], ...]] = {}
+    for nodeid, (group, reason) in (left_out or {}).items():
+        missing[group or NO_GROUP] = (*missing.get(group or NO_GROUP, ()), (nodeid, reason))
+    context = (deselected, missing)
+    groups = [_summary(g, by_group.get(g, []), g in required, excluded, context, profile) for g in order]
     why: list[str] = [f"collection error: {e}" for e in collect_errors]
     if not checks:
         why.append("no acceptance check was run")
@@ -348,6 +376,7 @@ def summary_lines(signoff: SignOff, run_id: str) -> list[str]:
         c = g.counts
         mark = "*" if g.required else " "
         na = f"  n/a {c[NOT_APPLICABLE]:>2}" if c.get(NOT_APPLICABLE) else ""
+        na += f"  not run {len(g.left_out):>2}" if g.left_out else ""
         lines.append(
             f"{mark}{g.group:<5} {g.verdict:<14} pass {c[PASS]:>2}  fail {c[FAIL]:>2}  skip {c[SKIP]:>2}{na}  {g.title}"
         )

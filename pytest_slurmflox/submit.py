@@ -12,13 +12,16 @@ import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .run import Result, Runner, command_line, quoted
 from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .siteaccess import SiteAccess
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 from .waits import job_timeout
+
+if TYPE_CHECKING:
+    from .runrecord import RunRecords
 
 #: Default of :meth:`Jobs.srun`: a step whose command runs up to two minutes (the longest probe: compiling an MPI
 #: hello world on a loaded host) plus its pass.
@@ -57,9 +60,19 @@ class Jobs:
     #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
     #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.
     busy_timeout: float | None = None
+    #: This start of the run's records (runrecord.py): where the run's one busy budget is kept; None never waits.
+    records: RunRecords | None = None
 
     @classmethod
-    def of(cls, target: Any, run_id: str, label: str, *, busy_timeout: float | None = None) -> Jobs:
+    def of(
+        cls,
+        target: Any,
+        run_id: str,
+        label: str,
+        *,
+        busy_timeout: float | None = None,
+        records: RunRecords | None = None,
+    ) -> Jobs:
         """A check's jobs on a live target (``connection.Target``): its login, its Slurm client, the target file's
         partition and site access. The one way the plugin and the suites make them, so no job misses the site's
         account, QOS or reservation."""
@@ -72,6 +85,7 @@ class Jobs:
             partition=spec.partition,
             site=spec.site,
             busy_timeout=busy_timeout,
+            records=records,
         )
 
     @property

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runrecord import locked, record_path
+from .runrecord import RunRecords, locked, record_path
 
 __all__ = [
     "EarlyWorker",
@@ -70,8 +70,8 @@ def early_workers(items: Iterable[Any], marker: str = "early") -> list[EarlyWork
     return list(found.values())
 
 
-def _record(run_id: str, spec: EarlyWorker) -> Path:
-    return record_path(run_id, f"throwaway-{spec.name}")
+def _record(run: RunRecords, spec: EarlyWorker) -> Path:
+    return record_path(run, f"throwaway-{spec.name}")
 
 
 def _start(pool: Any, spec: EarlyWorker) -> tuple[float, str]:
@@ -85,12 +85,12 @@ def _start(pool: Any, spec: EarlyWorker) -> tuple[float, str]:
     return at, outcome[:2000]
 
 
-def start_early(pool: Any, run_id: str, specs: Iterable[EarlyWorker]) -> list[str]:
+def start_early(pool: Any, run: RunRecords, specs: Iterable[EarlyWorker]) -> list[str]:
     """Start each worker this run has not started yet (one process does, under the run's lock); their names."""
     started: list[str] = []
-    with locked(record_path(run_id, "throwaway-start")):
+    with locked(record_path(run, "throwaway-start")):
         for spec in specs:
-            record = _record(run_id, spec)
+            record = _record(run, spec)
             with locked(record):
                 if record.exists():
                     continue
@@ -100,10 +100,10 @@ def start_early(pool: Any, run_id: str, specs: Iterable[EarlyWorker]) -> list[st
     return started
 
 
-def claim_worker(pool: Any, run_id: str, spec: EarlyWorker) -> Started:
+def claim_worker(pool: Any, run: RunRecords, spec: EarlyWorker) -> Started:
     """The run's early start of ``spec`` if nobody claimed it yet, else a start now. The caller stops the worker
     (``pool.stop_isolated_worker``) when it is done with it."""
-    record = _record(run_id, spec)
+    record = _record(run, spec)
     with locked(record):
         claimed = record.with_suffix(".claimed")
         if record.exists() and not claimed.exists():
@@ -114,11 +114,11 @@ def claim_worker(pool: Any, run_id: str, spec: EarlyWorker) -> Started:
     return Started(spec.name, at, outcome, early=False)
 
 
-def release_unclaimed(pool: Any, run_id: str, specs: Iterable[EarlyWorker]) -> list[str]:
+def release_unclaimed(pool: Any, run: RunRecords, specs: Iterable[EarlyWorker]) -> list[str]:
     """Stop the early-started workers no check claimed (session end: the check was not reached); their names."""
     released: list[str] = []
     for spec in specs:
-        record = _record(run_id, spec)
+        record = _record(run, spec)
         with locked(record):
             claimed = record.with_suffix(".claimed")
             if record.exists() and not claimed.exists():
@@ -128,23 +128,23 @@ def release_unclaimed(pool: Any, run_id: str, specs: Iterable[EarlyWorker]) -> l
     return released
 
 
-def _holders(run_id: str) -> Path:
-    return record_path(run_id, "throwaway-holders")
+def _holders(run: RunRecords) -> Path:
+    return record_path(run, "throwaway-holders")
 
 
-def join(run_id: str) -> None:
+def join(run: RunRecords) -> None:
     """This process may claim the run's throwaway workers until it calls :func:`leave`."""
-    record = _holders(run_id)
+    record = _holders(run)
     with locked(record):
         count = int(record.read_text()) if record.exists() else 0
         record.write_text(str(count + 1))
 
 
-def leave(run_id: str) -> bool:
+def leave(run: RunRecords) -> bool:
     """This process is done with the run's throwaway workers; whether it was the last to hold them (then nobody of
     the run can claim one any more: the caller releases what is unclaimed). Seen without it: a process that ended
     released the worker its sibling's next check was about to claim, and that check waited its whole window."""
-    record = _holders(run_id)
+    record = _holders(run)
     with locked(record):
         count = max(0, (int(record.read_text()) if record.exists() else 1) - 1)
         record.write_text(str(count))

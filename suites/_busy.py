@@ -20,6 +20,7 @@ from typing import Protocol, TypeVar
 import pytest
 
 from pytest_slurmflox.busy import Look, look_command, parse_look, queued_job
+from pytest_slurmflox.runrecord import RunRecords
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.submit import Jobs
 
@@ -64,20 +65,20 @@ def look(jobs, nodes: Sequence[str]) -> Look:
     return parse_look(res.stdout, nodes, own_prefix=f"sfx-{jobs.run_id}-")
 
 
-def _busy_since(run_id: str) -> float:
+def _busy_since(run: RunRecords) -> float:
     """When the run began to wait for held workers (epoch seconds), one record its processes share: the budget is
     the run's, so once it ran out every later step that meets a held worker is NOT RUN at once, not after a budget
     of its own."""
     from pytest_slurmflox.runrecord import once_per_run
 
-    return float(once_per_run(run_id, BUSY_RECORD, lambda: {"since": time.time()})[0]["since"])
+    return float(once_per_run(run, BUSY_RECORD, lambda: {"since": time.time()})[0]["since"])
 
 
-def _busy_over(run_id: str) -> None:
+def _busy_over(run: RunRecords) -> None:
     """The workers a step waited for are free: a later hold starts a budget of its own."""
     from pytest_slurmflox.runrecord import locked, record_path
 
-    record = record_path(run_id, BUSY_RECORD)
+    record = record_path(run, BUSY_RECORD)
     with locked(record):
         record.unlink(missing_ok=True)
 
@@ -89,7 +90,8 @@ def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float],
     budget runs from the run's first wait for a hold until a wait sees the nodes free (:func:`_busy_since`). Returns
     the step's result for its check to judge; raises :class:`BusyPastBudget` (NOT RUN) when the budget ran out
     with a node still held. ``jobs.busy_timeout`` None (a caller that is not a check) never waits."""
-    budget = jobs.busy_timeout if isinstance(jobs, Jobs) else None  # T10's admin step is no Jobs: it never waits
+    # T10's admin step is no Jobs, and Jobs without the run's records cannot share its budget: neither waits
+    budget = jobs.busy_timeout if isinstance(jobs, Jobs) and jobs.records is not None else None
     res, waited = attempt(args, timeout), False
     while budget is not None and not res.own:
         queued = queued_job(res.stdout + res.stderr)
@@ -99,9 +101,9 @@ def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float],
         if seen.broken:
             return res
         if not seen.held:  # nobody else holds them: as asked once more if it waited (the holder just left)
-            _busy_over(jobs.run_id)
+            _busy_over(jobs.records)
             return attempt(args, timeout) if waited else res
-        left = int(_busy_since(jobs.run_id) + budget - time.time())
+        left = int(_busy_since(jobs.records) + budget - time.time())
         if left < 1:
             raise BusyPastBudget(seen, budget, nodes)
         if res.exit_status == 124:  # the runner gave up on the client: its request may still be queued ahead

@@ -40,7 +40,7 @@ def observe_once(request: pytest.FixtureRequest, name: str, observe: Callable[[]
     if selects_destructive(request.config):
         return observe()
     state = session_state(request.config)
-    record, here = once_per_run(state.run_id, name, lambda: encode(observe()))
+    record, here = once_per_run(state.records, name, lambda: encode(observe()))
     value = decode(record)
     if not here:
         for result in results(value):

@@ -46,8 +46,9 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     declared(target, *COMMON_KEYS)
     if target.spec.kubernetes is not None:
         declared(target, *KUBERNETES_KEYS)
-    run_id = slurmflox_state.run_id
-    verdict, _ = once_per_run(run_id, "cohort", lambda: _decide_cohort(target, run_id, busy_timeout))
+    verdict, _ = once_per_run(
+        slurmflox_state.records, "cohort", lambda: _decide_cohort(target, slurmflox_state, busy_timeout)
+    )
     if verdict["failure"]:
         pytest.fail(verdict["failure"], pytrace=False)
     if verdict.get("busy"):
@@ -55,7 +56,7 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     return list(verdict["nodes"])
 
 
-def _decide_cohort(target, run_id: str, busy_timeout: float) -> dict:
+def _decide_cohort(target, state, busy_timeout: float) -> dict:
     """The cohort check and the pre-flight step: ``{"nodes": [...], "failure": None or the unmet requirement,
     "busy": None or why the checks are NOT RUN (a worker other jobs held for the whole budget)}``."""
     from pytest_slurmflox.submit import Jobs
@@ -64,7 +65,7 @@ def _decide_cohort(target, run_id: str, busy_timeout: float) -> dict:
     if problems:
         failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
         return {"nodes": nodes, "failure": failure, "busy": None}
-    jobs = Jobs.of(target, run_id, "preflight", busy_timeout=busy_timeout)
+    jobs = Jobs.of(target, state.run_id, "preflight", busy_timeout=busy_timeout, records=state.records)
     try:
         silent, step = preflight_step(jobs, nodes)
     except BusyPastBudget as held:
@@ -98,7 +99,7 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
 
     run_id = slurmflox_state.run_id
     jobs = Jobs.of(target, run_id, "early")
-    submit_early(early_jobs(request.session.items), run_id, jobs)
+    submit_early(early_jobs(request.session.items), slurmflox_state.records, jobs)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -115,12 +116,12 @@ def _early_workers(request, _early_jobs, target, slurmflox_state) -> Iterator[No
     if not specs or selects_destructive(request.config) or target.why_missing("isolated-worker") is not None:
         yield
         return
-    run_id = slurmflox_state.run_id
-    join(run_id)
-    start_early(target.pool, run_id, specs)
+    run = slurmflox_state.records
+    join(run)
+    start_early(target.pool, run, specs)
     yield
-    if leave(run_id):  # the run's last process: no check of it can claim one any more
-        release_unclaimed(target.pool, run_id, specs)
+    if leave(run):  # the run's last process: no check of it can claim one any more
+        release_unclaimed(target.pool, run, specs)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,16 +10,22 @@ or the job was claimed).
 
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
+When a timed-out job may end is Slurm's rule (pytest_slurmflox/timelimit.py) applied to the OverTimeLimit the
+cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.run import Result, quoted
-from pytest_slurmflox.slurm import TERMINAL_STATES
+from pytest_slurmflox.sessionstate import session_state
+from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.slurm import TERMINAL_STATES, parse_kv_line
 from pytest_slurmflox.submit import Jobs
+from pytest_slurmflox.timelimit import Enforcement, enforcement
 from pytest_slurmflox.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 
 from ._capability import requirement
@@ -31,8 +37,10 @@ SLEEP = "#!/bin/bash\nsleep {s}\n"
 
 #: The job's limit in minutes (what Slurm may add before it acts: :func:`pytest_slurmflox.waits.limit_timeout`).
 LIMIT_MINUTES = 1
+#: How long the time-limited job would run (minutes): an overtime that lets it finish first cannot be judged.
+JOB_MINUTES = 10
 #: Asks for 1 minute, would run 10: Slurm must end it with TIMEOUT.
-TIME_LIMITED = EarlyJob("T7-timelimit", SLEEP.format(s=600), (f"--time={LIMIT_MINUTES}",))
+TIME_LIMITED = EarlyJob("T7-timelimit", SLEEP.format(s=JOB_MINUTES * 60), (f"--time={LIMIT_MINUTES}",))
 
 
 @pytest.fixture
@@ -50,12 +58,13 @@ def _claimed(request, jobs: Jobs, *specs: EarlyJob) -> list[Claimed]:
     """Claim the check's early jobs in order (each given the ids of those before it, ``{job:<label>}``); every job
     is ``jobs``' own (cancelled by its cleanup). The check's span starts at the earliest early submission (report
     timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm was."""
+    run = session_state(request.config).records  # this start of the run's early jobs only
     ids: dict[str, str] = {}
     claims: list[Claimed] = []
     for spec in specs:
         # once one job was submitted now (its early one claimed or never submitted), the rest are too: a child
         # must depend on the parent this check holds
-        claims.append(claim(spec, jobs, ids, fresh=any(c.since is None for c in claims)))
+        claims.append(claim(spec, jobs, run, ids, fresh=any(c.since is None for c in claims)))
         ids[spec.label] = claims[-1].job
     since = [c.since for c in claims if c.since is not None]
     if since:
@@ -226,13 +235,41 @@ def test_scancel_ends_a_running_job(submit):
     requirement(state.state == "CANCELLED", "scancel ends a running job as CANCELLED", str(state))
 
 
+def _enforcement(jobs: Jobs) -> Enforcement:
+    """How this cluster enforces a time limit, read where it states it (both commands are the check's evidence)."""
+    config = parse_show_config(jobs.login.run("scontrol show config").check().stdout)
+    return enforcement(config, jobs.slurm.partition_state(jobs.partition).raw)
+
+
+def _elapsed(jobs: Jobs, job: str) -> tuple[float, float]:
+    """(StartTime, EndTime) as slurmctld recorded them, epoch seconds."""
+    res = jobs.login.run("scontrol -o show job", job, env={"SLURM_TIME_FORMAT": "%s"}).check()
+    info = parse_kv_line(res.stdout.splitlines()[0])
+    return float(info["StartTime"]), float(info["EndTime"])
+
+
 @pytest.mark.long_wait(early=TIME_LIMITED)
 def test_time_limit_is_enforced(request, time_limited_job):
+    """Slurm ends the job with TIMEOUT, and when its rule says (pytest_slurmflox/timelimit.py): after the limit
+    plus the OverTimeLimit the cluster configures, within one enforcement period (and a loaded controller's lag)."""
     jobs, job = time_limited_job
+    rule = _enforcement(jobs)
+    if rule.over_time is None or LIMIT_MINUTES + rule.over_time >= JOB_MINUTES:
+        pytest.skip(
+            f"{NOT_RUN_PREFIX}this cluster ends a job past its limit only after {rule.shown}: longer than "
+            f"the check's {JOB_MINUTES}-minute job runs"
+        )
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.
     jobs.wait(job, timeout=queue_timeout(), until=frozenset({"RUNNING"}) | TERMINAL_STATES)
-    state = jobs.wait(job, timeout=limit_timeout(LIMIT_MINUTES))[job]
+    state = jobs.wait(job, timeout=limit_timeout(LIMIT_MINUTES + rule.over_time))[job]
     ended = jobs.slurm.end_time(job)  # the span ends when Slurm ended the job, not when this check, last, looked
     if ended:
         request.node.user_properties.append((UNTIL, ended))
     requirement(state.state == "TIMEOUT", "a job past its time limit ends with TIMEOUT", str(state))
+    problem = rule.problem(LIMIT_MINUTES, *_elapsed(jobs, job))
+    requirement(
+        problem is None,
+        f"Slurm ends a job at its {LIMIT_MINUTES}-minute limit plus the configured overtime, within one "
+        f"enforcement period ({rule.shown})",
+        problem or "",
+    )

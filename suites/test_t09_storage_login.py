@@ -9,6 +9,8 @@ needs are fixed here (each must resolve to an executable by itself); the token w
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from pytest_slurmflox.declared import HOME
@@ -61,12 +63,15 @@ def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, w
     if len(workers) < 2:
         pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
     login.run(f"mkdir -p {submit.outdir}").check()
+    # this check's own files: a run of the same id killed before (its files left in the run's directory) or another
+    # check must never be read as what this step wrote
+    own = f"{run_id}-{secrets.token_hex(4)}"
 
     def path(node: str) -> str:
-        return submit.outdir + quoted(SHARED_FILE, run_id, node)
+        return submit.outdir + quoted(SHARED_FILE, own, node)
 
     def token(node: str) -> str:
-        return f"written-on-{node}-{run_id}"
+        return f"written-on-{node}-{own}"
 
     pairs = ring(workers)
     writes = ring_case(pairs, lambda me, _reader: f"echo {token(me)} > {path(me)} && echo wrote")
@@ -95,7 +100,7 @@ def test_write_on_one_worker_read_on_another_and_at_login(shared_home, submit, w
     requirement(
         not problems, "each worker reads the next one's file on the shared home: " + "; ".join(problems), step.result
     )
-    at_login = login.run(" && ".join("cat " + submit.outdir + quoted(SHARED_FILE, run_id, node) for node in workers))
+    at_login = login.run(" && ".join("cat " + submit.outdir + quoted(SHARED_FILE, own, node) for node in workers))
     requirement(
         at_login.ok and at_login.stdout.split() == [token(node) for node in workers],
         "the login endpoint reads every worker's file too",

@@ -25,6 +25,7 @@ import pytest
 
 from pytest_slurmflox.early import SINCE, UNTIL
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.waits import WaitTimedOut, poll
 
@@ -59,11 +60,11 @@ def _never_registers(target, worker: EarlyWorker, since: float, window: float = 
         poll(absent, what=f"{worker.name} kept out of sinfo", timeout=left, interval=1)
 
 
-def _claimed(request, target, run_id: str, worker: EarlyWorker) -> Started:
+def _claimed(request, target, worker: EarlyWorker) -> Started:
     """The run's early start of ``worker`` (or one now). The check's span starts when the worker did; when the window
     closed before the check, ordered last, got to look, the span ends with the window (as an early job's ends when
     Slurm ended it, pytest_slurmflox/early.py): it is what the check would take alone, not the run's length."""
-    started = claim_worker(target.pool, run_id, worker)
+    started = claim_worker(target.pool, session_state(request.config).records, worker)
     request.node.user_properties.append((SINCE, started.at))
     if time.time() >= started.at + WINDOW:
         request.node.user_properties.append((UNTIL, started.at + WINDOW))
@@ -71,10 +72,10 @@ def _claimed(request, target, run_id: str, worker: EarlyWorker) -> Started:
 
 
 @pytest.mark.early(BROKEN)
-def test_unrealizable_worker_never_registers(request, target, submit, workers, run_id):
+def test_unrealizable_worker_never_registers(request, target, submit, workers):
     require(target, "isolated-worker")
     try:
-        started = _claimed(request, target, run_id, BROKEN)
+        started = _claimed(request, target, BROKEN)
         # one look now: a worker listed already FAILs at once
         _never_registers(target, BROKEN, started.at, window=0)
         phase = target.pool.phase(BROKEN.name)
@@ -100,10 +101,10 @@ def test_unrealizable_worker_never_registers(request, target, submit, workers, r
 
 
 @pytest.mark.early(FAILHOOK)
-def test_worker_whose_initializer_fails_never_starts_slurmd(request, target, workers, run_id):
+def test_worker_whose_initializer_fails_never_starts_slurmd(request, target, workers):
     require(target, "isolated-worker")
     try:
-        started = _claimed(request, target, run_id, FAILHOOK)
+        started = _claimed(request, target, FAILHOOK)
         info = next((w for w in target.pool.workers() if w.name == FAILHOOK.name), None)
         requirement(
             info is not None and not info.ready,

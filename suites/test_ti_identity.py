@@ -12,6 +12,7 @@ supplementary group), and the login endpoint's own ``id`` (the submitting side),
 from __future__ import annotations
 
 import re
+import secrets
 
 import pytest
 
@@ -87,13 +88,12 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
     want = f"{ident.user}:{ident.supp_group}:{ident.uid}:{ident.supp_gid}"
     # one step: every worker hands its own file to the group; then one command at the login endpoint stats them all
     # (the path and the group are values, quoted; only $SLURMD_NODENAME is left for the task's shell to expand)
-    path = f'{_q(f"{outdir}/ti-{run_id}-")}"$SLURMD_NODENAME"'
+    # this check's own files (a killed run of the same id may have left files of the same run id behind)
+    own = f"{outdir}/ti-{run_id}-{secrets.token_hex(4)}-"
+    path = f'{_q(own)}"$SLURMD_NODENAME"'
     step = across(submit, workers, f"touch {path} && chgrp {_q(ident.supp_group)} {path} && stat -c %U:%G:%u:%g {path}")
     at_login = login.run(
-        " && ".join(
-            f"printf '%s %s\\n' {_q(node)} $(stat -c %U:%G:%u:%g {_q(f'{outdir}/ti-{run_id}-{node}')})"
-            for node in workers
-        )
+        " && ".join(f"printf '%s %s\\n' {_q(node)} $(stat -c %U:%G:%u:%g {_q(own + node)})" for node in workers)
     )
     seen_at_login = dict(line.split(" ", 1) for line in at_login.stdout.splitlines() if " " in line)
 

@@ -2,12 +2,14 @@
 
 - SIGTERM to a pytest run in the middle of a check leaves no job of that run in the queue (seen by root on the
   controller, so nothing the user's view hides);
+- a run id given again after a SIGKILLed run judges only what it observed itself (#40);
 - a job Slurm says can never run (a request beyond every node) fails at once with Slurm's reason instead of
   waiting out its timeout.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +19,7 @@ import time
 import pytest
 from acceptance_helpers import clean_env, cluster_of, deployed, run_pytest
 
-from pytest_slurmflox.runrecord import record_path
+from pytest_slurmflox.runrecord import RunRecords, new_start
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +60,8 @@ def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
         time.sleep(1)
         left = _run_jobs(workdir, run_id)
     # nor the records its processes shared on this host (pytest_slurmflox/runrecord.py)
-    records = record_path(run_id, "x").parent
-    assert not records.exists(), sorted(p.name for p in records.iterdir())
+    records = RunRecords(run_id, new_start()).run_folder  # every start's records of the run id
+    assert not records.exists(), sorted(str(p.relative_to(records)) for p in records.rglob("*"))
 
 
 def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
@@ -177,3 +179,34 @@ def test_a_customer_target_that_declares_nothing_gets_not_run_never_a_default(de
         for outcome, message in run.cases.values()
     ), run.cases
     assert _group_verdict(run.output, "T5") == "NOT RUN", run.output[-3000:]
+
+
+def test_the_same_run_id_after_sigkill_judges_only_its_own_observations(deployment):
+    """#40 item 4 on a real cluster: a T3 run SIGKILLed (controller and xdist workers: no session end) once its
+    processes recorded the cohort verdict and the task-profile observation, then the same run id again. The second
+    run observes for itself: every command in its evidence started after it did, and no record is left."""
+    home, _, common = deployment
+    run_id = f"sigkill{os.getpid()}"
+    folder = RunRecords(run_id, new_start()).run_folder
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_slurmflox.suites", "-p", "no:randomly", "-m", "T3"]
+    proc = subprocess.Popen(
+        [*cmd, f"--slurmflox-run-id={run_id}", *common], cwd=home, env=clean_env(), start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(folder.glob("*/task-profiles.job")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never recorded its observation"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert {p.name for p in folder.glob("*/*.job")} >= {"cohort.job", "task-profiles.job"}  # left behind
+    began = time.time()
+    again = run_pytest(home, "-m", "T3", f"--slurmflox-run-id={run_id}", *common, timeout=600)
+    assert again.outcomes("passed") and not again.outcomes("failure") + again.outcomes("error"), again.output[-3000:]
+    evidence = json.loads((home / "reports" / run_id / "evidence.json").read_text())
+    started = [e["started"] for check in evidence["checks"] for e in check["evidence"] if "started" in e]
+    assert started and min(started) >= began - 1, (began, sorted(started)[:3])  # nothing the killed run observed
+    assert not folder.exists(), sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))

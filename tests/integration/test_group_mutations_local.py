@@ -17,6 +17,9 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
   at the login endpoint still offers pmix, and T5 does not use MPI.
 - T7: ``MaxArraySize=2`` + ``scontrol reconfigure``: the 4-task array is refused ("Invalid job array
   specification"); dependencies, hold/release and scancel are untouched.
+- T7's time limit (#40): ``OverTimeLimit=1 min`` in slurm.conf: the check waits for it and PASSES; the job's limit
+  raised to 3 minutes behind the check's back (``scontrol update JobId=... TimeLimit=3`` as root): TIMEOUT, but far
+  past the limit, so it FAILS naming the elapsed time and the configured values.
 - TI: a local account for the user on the workers (worker1: the user's name with another uid; worker2: another
   name with the user's uid), as a worker image with baked-in accounts has; and, separately, nss_slurm removed from
   worker2's nsswitch.conf (names of the user's uid and groups then do not resolve in tasks there).
@@ -25,7 +28,10 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,16 +59,17 @@ def _live_config(workdir: Path, key: str) -> str:
 
 
 @contextlib.contextmanager
-def _slurm_conf(workdir: Path, key: str, value: str) -> Iterator[None]:
+def _slurm_conf(workdir: Path, key: str, value: str, shown: str = "") -> Iterator[None]:
     """``key=value`` appended to the cluster's slurm.conf (the file every node mounts at /etc/slurm) and applied with
-    ``scontrol reconfigure``; the original file and value are back afterwards, whatever happened."""
+    ``scontrol reconfigure`` (``scontrol show config`` then shows ``shown``, by default the value); the original
+    file and value are back afterwards, whatever happened."""
     conf = cluster_of(workdir).local / "conf" / "slurm.conf"
     original = conf.read_text()
     before = _live_config(workdir, key)
     try:
         conf.write_text(original + f"{key}={value}\n")
         node_sh(workdir, "ctl", "scontrol reconfigure")
-        assert _live_config(workdir, key) == value
+        assert _live_config(workdir, key) == (shown or value)
         yield
     finally:
         conf.write_text(original)
@@ -183,3 +190,46 @@ def test_nss_slurm_missing_on_one_worker_fails_ti(deployment):
     assert re.search(r"\|worker2\|uid=\d+ gid=\d+ ", message), message[-3000:]
     assert "requirement not met: worker1" not in message and "on worker1" not in message, message[-3000:]
     passes_again(deployment, "-m", "TI")
+
+
+TIME_LIMIT = ("-m", "T7", "-k", "time_limit")
+
+
+def test_a_configured_overtime_is_waited_for_and_passes_t7s_time_limit_check(deployment):
+    """#40 item 5: ``OverTimeLimit=1`` (a site lets jobs run a minute past their limit): Slurm ends the 1-minute job
+    after 2 minutes and some, as configured; the check reads the configuration and PASSES (it accepted any TIMEOUT
+    before, and would FAIL a job ended at 80 s now: tests/unit/test_timelimit.py)."""
+    _, workdir, _, _ = deployment
+    with _slurm_conf(workdir, "OverTimeLimit", "1", shown="1 min"):
+        run = run_checks(deployment, *TIME_LIMIT)
+    assert run.outcomes("passed") == ["test_t07_policy::test_time_limit_is_enforced"], run.output[-3000:]
+
+
+def test_a_job_ended_far_past_its_limit_fails_t7s_time_limit_check(deployment):
+    """#40 item 5: the job ends with TIMEOUT, but 3 minutes in for its 1-minute limit (its limit raised behind the
+    user's back, as an administrator or a site's job_submit plugin can): FAIL naming the elapsed time and the
+    configured values (no OverTimeLimit, a sweep every 30 s)."""
+    _, workdir, _, _ = deployment
+    run_id = f"late{os.getpid()}"
+    raised: list[str] = []
+
+    def raise_the_limit() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not raised:
+            out = node_sh(workdir, "ctl", "squeue -h -a -t RUNNING -o '%i %j'")
+            for job, name in (line.split() for line in out.splitlines() if line.count(" ") == 1):
+                if name.startswith(f"sfx-{run_id}-") and "T7-timelimit" in name:  # an early job, or the check's own
+                    node_sh(workdir, "ctl", f"scontrol update JobId={job} TimeLimit=3")
+                    raised.append(job)
+            time.sleep(1)
+
+    helper = threading.Thread(target=raise_the_limit)
+    helper.start()
+    try:
+        run = run_checks(deployment, *TIME_LIMIT, f"--slurmflox-run-id={run_id}")
+    finally:
+        helper.join()
+    assert raised, "the time-limited job never ran"
+    assert run.outcomes("failure") == ["test_t07_policy::test_time_limit_is_enforced"], run.output[-3000:]
+    message = run.messages()
+    assert "past its limit plus overtime" in message and "OverTimeLimit=0 min" in message, message[-3000:]

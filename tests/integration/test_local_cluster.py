@@ -199,12 +199,12 @@ def test_failing_activation_never_registers(cluster, login):
 def test_early_throwaway_worker_is_claimed_once_and_released_when_unclaimed(cluster):
     """TF's throwaway workers start with the run (pytest_slurmflox/throwaway.py): one start per run, one claim; a
     second claim starts its own; one nobody claimed is stopped at session end, and a later claim starts again."""
-    from pytest_slurmflox.runrecord import forget
+    from pytest_slurmflox.runrecord import RunRecords, forget, new_start
     from pytest_slurmflox.throwaway import EarlyWorker, claim_worker, release_unclaimed, start_early
 
     pool = cluster["sub"].pool()
     spec = EarlyWorker("isoearly", "local/failhook:1")
-    run, other = f"itest-{os.getpid()}-a", f"itest-{os.getpid()}-b"
+    run, other = (RunRecords(f"itest-{os.getpid()}-{x}", new_start()) for x in "ab")
     try:
         before = time.time()
         assert start_early(pool, run, [spec]) == ["isoearly"]

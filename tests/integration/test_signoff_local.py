@@ -4,7 +4,8 @@ One private 3-worker deployment, brought up the way a user signs one off (``--sl
 --slurmflox-signoff``). That run must exit 0 with ``SIGNED OFF (profile local; not applicable: ...)`` naming what a
 cluster without Kubernetes cannot show, as NOT APPLICABLE in evidence.json and JUnit, never as PASS. Then worker2's
 TaskProlog (not the first worker) also exports a loader path: the same full sign-off must end NOT SIGNED OFF and
-non-zero because of that worker, and nothing else.
+non-zero because of that worker, and nothing else. And a sign-off asked with one check of a required group
+deselected (``-k "not mpi_ranks"``) is NOT SIGNED OFF naming that check (#40).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from acceptance_helpers import (
     deployed,
     group_verdicts,
     mutated,
+    run_checks,
     run_pytest,
     task_prolog_exporting,
 )
@@ -97,3 +99,18 @@ def test_declared_admin_that_does_not_work_fails_t10_and_td(deployment, tmp_path
     assert "test_t10_isolation::test_tasks_cannot_read_node_secrets" in failed, run.output[-3000:]
     assert any(f.startswith("test_td_directory::") for f in failed), run.output[-3000:]
     assert "declared capability admin answers" in run.messages() + run.messages("error"), run.output[-3000:]
+
+
+def test_a_deselected_check_of_a_required_group_is_named_and_signs_nothing_off(deployment):
+    """#40 item 3 with the real suites under the plugin's default xdist workers: ``-k "not mpi_ranks"`` leaves T6
+    its PMIx check; T6 is NOT RUN naming the check it did not run, never PASS on the one that did."""
+    run = run_checks(deployment, "-m", "T6", "--slurmflox-signoff", "-k", "not mpi_ranks")
+    assert run.rc != 0, run.output[-3000:]
+    assert [c.rsplit("::", 1)[-1] for c in run.outcomes("passed")] == ["test_pmix_is_offered"], run.output[-3000:]
+    evidence = json.loads((_artifacts(run.output) / "evidence.json").read_text())
+    t6 = next(g for g in evidence["groups"] if g["group"] == "T6")
+    assert t6["verdict"] == "NOT RUN" and t6["counts"]["PASS"] == 1, t6
+    assert [c["nodeid"].rsplit("::", 1)[-1] for c in t6["left_out"]] == ["test_mpi_ranks_on_every_worker"], t6
+    reasons = [r for r in evidence["run"]["verdict_reasons"] if r.startswith("required group T6 is NOT RUN")]
+    assert reasons and "test_mpi_ranks_on_every_worker" in reasons[0], evidence["run"]["verdict_reasons"]
+    assert validate_evidence(_artifacts(run.output) / "evidence.json") == []

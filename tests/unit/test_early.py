@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pytest_slurmflox.early import EarlyJob, claim, submit_early
-from pytest_slurmflox.runrecord import forget
+from pytest_slurmflox.runrecord import RunRecords, forget, new_start
 
 JOB = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))
 
@@ -48,32 +48,34 @@ class Submitter:
 
 def test_one_submission_per_run_claimed_once_then_the_check_submits_its_own():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
         began = time.time()
-        first = submit_early([JOB], run_id, Submitter(run_id, calls))
-        again = submit_early([JOB], run_id, Submitter(run_id, calls))  # another xdist worker
+        first = submit_early([JOB], records, Submitter(run_id, calls))
+        again = submit_early([JOB], records, Submitter(run_id, calls))  # another xdist worker
         assert first == {"T7-timelimit": "1001"} and again == {} and len(calls) == 1
         jobs = Submitter(run_id, calls)
-        claimed = claim(JOB, jobs)
+        claimed = claim(JOB, jobs, records)
         assert claimed.job == "1001" and jobs.submitted == ["1001"]
         since = claimed.since
         assert since is not None and began <= since <= time.time()  # the span starts at the early submission
-        rerun = claim(JOB, Submitter(run_id, calls))
+        rerun = claim(JOB, Submitter(run_id, calls), records)
         assert (rerun.job, rerun.since) == ("1002", None)  # claimed already: a job of its own, same script, options
         assert calls[-1] == (JOB.script, JOB.options)
     finally:
-        forget(run_id)
+        forget(records)
 
 
 def test_without_an_early_submission_the_check_submits_at_once():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
-        claimed = claim(JOB, Submitter(run_id, calls))
+        claimed = claim(JOB, Submitter(run_id, calls), records)
         assert (claimed.job, claimed.since) == ("1001", None)
     finally:
-        forget(run_id)
+        forget(records)
 
 
 @dataclass
@@ -87,13 +89,14 @@ class Refusing(Submitter):
 
 def test_a_refused_early_submission_is_left_to_the_check_not_to_every_checks_setup():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
-        assert submit_early([JOB], run_id, Refusing(run_id, calls)) == {}
-        claimed = claim(JOB, Submitter(run_id, calls))
+        assert submit_early([JOB], records, Refusing(run_id, calls)) == {}
+        claimed = claim(JOB, Submitter(run_id, calls), records)
         assert (claimed.job, claimed.since) == ("1002", None)  # the check submits (and judges) its own
     finally:
-        forget(run_id)
+        forget(records)
 
 
 #: A check's chain (#29): a marked script, and a child naming its parent's id.
@@ -107,21 +110,22 @@ WithOutdir = Submitter
 
 def test_a_chain_is_submitted_in_order_with_its_parents_id_and_a_per_run_mark():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
-        first = submit_early([PARENT, CHILD], run_id, WithOutdir(run_id, calls))
+        first = submit_early([PARENT, CHILD], records, WithOutdir(run_id, calls))
         assert first == {"T7-parent": "1001", "T7-child": "1002"}
         (script, options), (_, child_options) = calls
         assert options == (f"--output=/home/u/slurmflox-runs/{run_id}/%j.out",)
         assert child_options == ("--dependency=afterok:1001",)
         jobs = WithOutdir(run_id, calls)
-        parent, child = claim(PARENT, jobs), claim(CHILD, jobs, {"T7-parent": "1001"})
+        parent, child = claim(PARENT, jobs, records), claim(CHILD, jobs, records, {"T7-parent": "1001"})
         assert (parent.job, child.job) == ("1001", "1002") and jobs.submitted == ["1001", "1002"]
         assert parent.nonce.startswith("sfx") and script == f"#!/bin/bash\nprintf '%s|x\\n' {parent.nonce}\n"
-        again = claim(PARENT, jobs)  # claimed already: the check's own, with a mark of its own
+        again = claim(PARENT, jobs, records)  # claimed already: the check's own, with a mark of its own
         assert again.job == "1003" and again.nonce not in (parent.nonce, "") and again.nonce in calls[-1][0]
     finally:
-        forget(run_id)
+        forget(records)
 
 
 @dataclass
@@ -133,34 +137,36 @@ class RefusingWithOutdir(WithOutdir):
 
 def test_a_child_whose_parent_was_refused_early_is_left_to_its_check_with_the_checks_own_parent():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
-        assert submit_early([PARENT, CHILD], run_id, RefusingWithOutdir(run_id, calls)) == {}
+        assert submit_early([PARENT, CHILD], records, RefusingWithOutdir(run_id, calls)) == {}
         assert len(calls) == 1  # the child was never sent with an unfilled {job:...}
         jobs = WithOutdir(run_id, calls)
-        parent = claim(PARENT, jobs)
-        child = claim(CHILD, jobs, {"T7-parent": parent.job})
+        parent = claim(PARENT, jobs, records)
+        child = claim(CHILD, jobs, records, {"T7-parent": parent.job})
         assert (parent.since, child.since) == (None, None)
         assert calls[-1] == (CHILD.script, (f"--dependency=afterok:{parent.job}",))
     finally:
-        forget(run_id)
+        forget(records)
 
 
 def test_a_child_after_a_parent_submitted_now_is_submitted_now_too():
     """A check whose parent's early job was claimed already (a rerun) submits its own parent; ``fresh`` makes the
     child its own too, depending on that parent, not the early child waiting on another parent."""
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     calls: list = []
     try:
-        submit_early([PARENT, CHILD], run_id, WithOutdir(run_id, calls))
-        claim(PARENT, WithOutdir(run_id, calls))  # someone else took the early parent
+        submit_early([PARENT, CHILD], records, WithOutdir(run_id, calls))
+        claim(PARENT, WithOutdir(run_id, calls), records)  # someone else took the early parent
         jobs = WithOutdir(run_id, calls)
-        parent = claim(PARENT, jobs)
-        child = claim(CHILD, jobs, {"T7-parent": parent.job}, fresh=parent.since is None)
+        parent = claim(PARENT, jobs, records)
+        child = claim(CHILD, jobs, records, {"T7-parent": parent.job}, fresh=parent.since is None)
         assert parent.job == "1003" and child.job == "1004" and child.since is None
         assert calls[-1] == (CHILD.script, ("--dependency=afterok:1003",))
     finally:
-        forget(run_id)
+        forget(records)
 
 
 @dataclass
@@ -176,12 +182,13 @@ class Naming(Submitter):
 
 def test_jobs_that_share_a_name_go_under_it_the_others_under_their_label():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
     first = EarlyJob("T7-singleton-first", "#!/bin/bash\nsleep 3\n", ("--dependency=singleton",), name="T7-singleton")
     second = EarlyJob("T7-singleton-second", "#!/bin/bash\nsleep 1\n", ("--dependency=singleton",), name="T7-singleton")
     try:
         submitter = Naming(run_id, [])
-        ids = submit_early([first, second, JOB], run_id, submitter)
+        ids = submit_early([first, second, JOB], records, submitter)
         assert submitter.names == ["T7-singleton", "T7-singleton", "T7-timelimit"]
         assert ids == {"T7-singleton-first": "1001", "T7-singleton-second": "1002", "T7-timelimit": "1003"}
     finally:
-        forget(run_id)
+        forget(records)

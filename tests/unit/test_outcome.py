@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_slurmflox.outcome import BY_PYTEST, Deselected, ExitRules
+from pytest_slurmflox.outcome import BY_PYTEST, NEVER_RAN, Deselected, ExitRules
 from pytest_slurmflox.secrets import REDACTED, Redactor
 from pytest_slurmflox.selection import Selection
 from pytest_slurmflox.target import Endpoint
@@ -68,11 +68,12 @@ def test_the_group_property_is_set_in_one_place():
     assert len(sites) == 1 and sites[0].startswith("session.py:"), sites
 
 
-def _item(group: str | None, acceptance: bool = True) -> SimpleNamespace:
+def _item(group: str | None, acceptance: bool = True, nodeid: str = "") -> SimpleNamespace:
     marks = {"acceptance"} if acceptance else set()
     if group:
         marks.add(group)
     return SimpleNamespace(
+        nodeid=nodeid or f"suites/test_x.py::test_{group}",
         get_closest_marker=lambda name: name if name in marks else None,
         iter_markers=lambda: [SimpleNamespace(name=m) for m in sorted(marks)],
     )
@@ -89,6 +90,30 @@ def test_selection_records_its_reasons_per_group_and_pytests_drops_do_not_overwr
     record.record("T5", BY_PYTEST, count=False)
     assert record.groups["T4"] == "group not in --slurmflox-groups" and record.groups["T5"] == BY_PYTEST
     assert record.reasons == {"group not in --slurmflox-groups": 3}
+
+
+def test_each_check_left_out_is_named_with_its_first_reason_and_one_never_reported_too():
+    """Issue 40 item 3: the record knows every check the modules hold and why each one that has no report did not
+    run; the selection's reason comes first, pytest's deselection does not overwrite it."""
+    record = Deselected()
+    for group, name in (("T3", "a"), ("T6", "ranks"), ("T6", "pmix"), ("T4", "b")):
+        record.collected(f"m.py::{name}", group)
+    selection = Selection({"T3", "T6"}, frozenset(), False, True, False, record)
+    items = [_item(g, nodeid=f"m.py::{n}") for g, n in (("T3", "a"), ("T6", "ranks"), ("T6", "pmix"), ("T4", "b"))]
+    selection.split(items)
+    record.record("T4", BY_PYTEST, count=False, nodeid="m.py::b")  # the hook sees the selection's drops too
+    record.record("T6", BY_PYTEST, count=False, nodeid="m.py::ranks")  # -k "not ranks"
+    assert record.left_out(["m.py::a"]) == {
+        "m.py::ranks": ("T6", BY_PYTEST),
+        "m.py::pmix": ("T6", NEVER_RAN),  # kept, never reported: the run stopped before it
+        "m.py::b": ("T4", "group not in --slurmflox-groups"),
+    }
+    controller = Deselected()
+    controller.merge(record.as_dict())
+    assert controller.left_out(["m.py::a", "m.py::pmix"]) == {
+        "m.py::ranks": ("T6", BY_PYTEST),
+        "m.py::b": ("T4", "group not in --slurmflox-groups"),
+    }
 
 
 def test_the_controller_merges_worker_records_without_summing_counts():

@@ -178,7 +178,8 @@ EVERY_GROUP = "import pytest\n\npytestmark = pytest.mark.acceptance\n\n" + "".jo
 
 def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
     pytester.makepyfile(test_every=EVERY_GROUP)
-    ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff", "-k", "every_group")
+    (pytester.path / "test_fake.py").unlink()  # deselected, its checks would block (test_signoff_whole_group.py)
+    ok, paths, evidence = run(pytester, site, "r-ok", "--slurmflox-signoff")
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str()
     assert evidence["run"]["verdict"] == SIGNED_OFF
     # TD, TA and TR check services this target file does not declare (directory, accounting, rest): they run,
@@ -316,7 +317,7 @@ def test_the_selections_own_reason_reaches_the_verdict(pytester, site, workers):
     assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["exit_status"] == 1
     by_group = {g["group"]: g for g in evidence["groups"]}
     assert by_group["T9"]["verdict"] == "NOT RUN"
-    assert by_group["T9"]["reasons"] == ["group not in --slurmflox-groups"], by_group["T9"]
+    assert by_group["T9"]["reasons"] == ["NOT RUN: group not in --slurmflox-groups: test_every_group_t9"]
 
 
 def test_reports_are_built_from_xdist_worker_reports(pytester, site):

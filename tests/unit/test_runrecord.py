@@ -12,22 +12,23 @@ import uuid
 
 import pytest
 
-from pytest_slurmflox.runrecord import forget, once_per_run, record_path
+from pytest_slurmflox.runrecord import RunRecords, forget, new_start, once_per_run, record_path
 
 
-def _ask(run_id: str, queue) -> None:
+def _ask(run: RunRecords, queue) -> None:
     def compute() -> dict:
         time.sleep(0.3)  # long enough that the other process asks while this one holds the lock
         return {"nodes": ["worker1", "worker2"], "by": multiprocessing.current_process().name}
 
-    queue.put(once_per_run(run_id, "cohort", compute))
+    queue.put(once_per_run(run, "cohort", compute))
 
 
 def test_two_processes_one_computation_same_record():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    run = RunRecords(run_id, new_start())
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
-    procs = [context.Process(target=_ask, args=(run_id, queue), name=f"p{i}") for i in range(2)]
+    procs = [context.Process(target=_ask, args=(run, queue), name=f"p{i}") for i in range(2)]
     try:
         for proc in procs:
             proc.start()
@@ -38,22 +39,23 @@ def test_two_processes_one_computation_same_record():
         assert values[0] == values[1] and values[0]["nodes"] == ["worker1", "worker2"]
         assert sorted(here for _, here in answers) == [False, True]  # one computed, the other read
     finally:
-        forget(run_id)
-    assert not record_path(run_id, "cohort").parent.exists()  # forget removed the run's folder
+        forget(run)
+    assert not record_path(run, "cohort").parent.exists()  # forget removed the run's folder
 
 
 def test_a_failed_computation_records_nothing():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    run = RunRecords(run_id, new_start())
 
     def broken() -> dict:
         raise RuntimeError("login did not answer")
 
     try:
         with pytest.raises(RuntimeError, match="login did not answer"):
-            once_per_run(run_id, "cohort", broken)
-        assert not record_path(run_id, "cohort").exists()
-        value, here = once_per_run(run_id, "cohort", lambda: {"failure": None})
+            once_per_run(run, "cohort", broken)
+        assert not record_path(run, "cohort").exists()
+        value, here = once_per_run(run, "cohort", lambda: {"failure": None})
         assert (value, here) == ({"failure": None}, True)
-        assert once_per_run(run_id, "cohort", broken) == ({"failure": None}, False)  # read, never recomputed
+        assert once_per_run(run, "cohort", broken) == ({"failure": None}, False)  # read, never recomputed
     finally:
-        forget(run_id)
+        forget(run)

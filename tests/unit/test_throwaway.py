@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from pytest_slurmflox.early import EarlyJob
-from pytest_slurmflox.runrecord import forget
+from pytest_slurmflox.runrecord import RunRecords, forget, new_start
 from pytest_slurmflox.throwaway import EarlyWorker, early_workers, join, leave
 
 BROKEN = EarlyWorker("tfprobe", "local/broken:1")
@@ -33,10 +33,11 @@ def test_the_declared_workers_once_each_in_order_and_no_early_job():
 
 def test_only_the_runs_last_process_to_leave_releases():
     run_id = f"t-{uuid.uuid4().hex[:8]}"
+    run = RunRecords(run_id, new_start())
     try:
-        join(run_id)  # the first xdist process
-        join(run_id)  # its sibling
-        assert leave(run_id) is False  # the sibling may still claim a worker
-        assert leave(run_id) is True
+        join(run)  # the first xdist process
+        join(run)  # its sibling
+        assert leave(run) is False  # the sibling may still claim a worker
+        assert leave(run) is True
     finally:
-        forget(run_id)
+        forget(run)
