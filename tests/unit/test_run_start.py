@@ -121,7 +121,7 @@ def test_the_same_run_id_after_sigkill_judges_only_its_own_commands(pytester: py
     run_id = f"reused-{uuid.uuid4().hex[:6]}"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp), "WORKDIR": str(tmp_path / "operator"), "SFX_RUN": "killed"}
+    env = {**os.environ, "TMPDIR": str(tmp), "SLURMFLOX_WORKDIR": str(tmp_path / "operator"), "SFX_RUN": "killed"}
     env.pop("PYTEST_ADDOPTS", None)
     run_folder = tmp / f"slurmflox-run-{run_id}"
     killed = _pytest(pytester.path, run_id, {**env, "SFX_HANG": "1"}, *workers)
