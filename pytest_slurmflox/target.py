@@ -9,7 +9,7 @@ Target file (YAML)::
 
     version: 1
     name: site-a                    # free text, shown in reports
-    substrate: existing             # local | qemu | existing
+    substrate: existing             # local | qemu | existing  (every key: schemas/target.json)
     workdir: /abs/operator          # substrate-backed targets only
     login: {host: login.example, port: 22, user: alice, key: ~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}
     admin: {user: root}             # optional; same host/port/key/known_hosts unless given
@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from . import capabilities
+from . import capabilities, targetschema
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .directory import Directory, parse_directory
@@ -252,8 +252,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
     """Validate a target document; every problem is a :class:`TargetError` naming the field."""
     if not isinstance(doc, Mapping):
         raise TargetError("a target file must be a YAML mapping")
-    if doc.get("version", 1) != 1:
-        raise TargetError(f"version {doc.get('version')!r} is not supported (expected 1)")
+    _checked(targetschema.check, doc)  # every key, type, choice and required key (schemas/target.json)
     base = path.parent if path else Path.cwd()
     substrate = str(doc.get("substrate", "existing"))
     login = _login(doc, base)
