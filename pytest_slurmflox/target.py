@@ -389,10 +389,5 @@ def write_runtime(path: Path, settings: Settings, revision: str, image: str) -> 
 
 
 def load_target(path: Path) -> TargetSpec:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise TargetError(f"target file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
-    return parse_target(doc, path=path)
+    """The target file at ``path``, parsed; :class:`TargetError` in one line (missing, not YAML, schema)."""
+    return parse_target(_checked(targetschema.read_document, path), path=path)

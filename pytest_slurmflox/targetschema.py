@@ -48,6 +48,27 @@ def check(doc: Any) -> None:
         raise SchemaError("; ".join(found[:SHOWN]) + more)
 
 
+def read_document(path: Path) -> Any:
+    """The YAML document in ``path``; :class:`SchemaError` in one line when the file is missing, unreadable or
+    not YAML (the line and column of the first problem)."""
+    import yaml
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SchemaError("does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise SchemaError(f"is not valid YAML: {where}{exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise SchemaError(f"is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
 def problems(doc: Any) -> list[str]:
     """Every schema problem of ``doc``, one phrase each: unknown keys first, then missing keys, then values."""
     import jsonschema

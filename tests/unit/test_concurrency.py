@@ -109,7 +109,7 @@ def test_the_customer_command_is_an_acceptance_run(pytester: pytest.Pytester, mo
     """The README's customer command names a target and no ``-m``: it runs every acceptance check, so it gets the
     default workers of ``-m acceptance`` (issue 29: it ran serially)."""
     monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
-    pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody}\n")
+    pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody, key: id}\n")  # a valid file
     assert _dist(pytester, "--slurmflox-target=site.yaml", "-s") == f"DIST {AUTO_WORKERS} load 1"
 
 
