@@ -71,7 +71,7 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
         )
     spec = state.spec  # read once at session start (SlurmfloxSession.read_target)
     if spec is None:
-        raise pytest.UsageError(f"slurmflox: {state.spec_error}")
+        raise pytest.UsageError(f"slurmflox: target file {state.target_path}: {state.spec_error}")
     # the redactor learned the target's secrets at session start (SlurmfloxSession)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live

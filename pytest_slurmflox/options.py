@@ -108,8 +108,9 @@ def truthy(value: str) -> bool:
 def _from_text(option: Option, text: str) -> Any:
     if option.kind == "bool":
         return truthy(text)
-    if option.kind == "up":
-        return text if text in SUBSTRATE_CHOICES else ("local" if truthy(text) else None)
+    if option.kind == "up":  # a substrate, or a switch (1/0): anything else is kept for checked_up to refuse
+        off = text.strip().lower() in ("", "0", "false", "no", "off")
+        return text if text in SUBSTRATE_CHOICES else ("local" if truthy(text) else None if off else text)
     return text
 
 
@@ -141,7 +142,6 @@ def add_options(parser: pytest.Parser) -> None:
                 nargs="?",
                 const="local",
                 default=None,
-                choices=SUBSTRATE_CHOICES,
                 dest=option.dest,
                 metavar="SUBSTRATE",
                 help=text,
@@ -170,6 +170,15 @@ def checked_run_id(value: str, source: str = "--slurmflox-run-id") -> str:
             "no '..'); nothing was run"
         )
     return value
+
+
+def checked_up(config: pytest.Config) -> None:
+    """``--slurmflox-up`` (CLI > env > ini) names a substrate, or a one-line :class:`pytest.UsageError` (exit 4,
+    as the run id's) lists the choices."""
+    value = get_option(config, "slurmflox_up")
+    if value and value not in SUBSTRATE_CHOICES:
+        choices = " or ".join(SUBSTRATE_CHOICES)
+        raise pytest.UsageError(f"--slurmflox-up {value!r}: not a substrate (choose {choices}); nothing was run")
 
 
 def run_id_of(config: pytest.Config) -> str:

@@ -20,10 +20,18 @@ import pytest
 from . import fixtures
 from .concurrency import apply_default_workers
 from .groups import MARKERS
-from .options import add_options, get_option, run_id_of, substrate_options, workdir_of
+from .options import add_options, checked_up, get_option, run_id_of, substrate_options, workdir_of
 from .report import ReportPaths, ReportWriter, SignoffRequest
 from .runrecord import start_of
-from .selection import main_job, main_job_paths, plain_operation, pyargs_anchors, reports_wanted, user_named_paths
+from .selection import (
+    Selection,
+    main_job,
+    main_job_paths,
+    plain_operation,
+    pyargs_anchors,
+    reports_wanted,
+    user_named_paths,
+)
 from .session import SlurmfloxSession
 from .sessionstate import STATE, SessionState, session_state
 from .verbs import requested_verbs, run_verbs
@@ -62,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = paths  # what the session (and xdist's workers) collect
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    checked_up(config)
     worker_input = getattr(config, "workerinput", None) or {}
     try:
         start = start_of(worker_input)
@@ -73,10 +82,15 @@ def pytest_configure(config: pytest.Config) -> None:
         state.target_source = worker_input.get("slurmflox_target_source", "controller")
         state.substrate = worker_input.get("slurmflox_substrate")
     config.stash[STATE] = state
+    session = SlurmfloxSession(config, state, substrate_options(config))
+    if not hasattr(config, "workerinput"):  # every refusal before anything is written, started or connected
+        if not config.option.collectonly:
+            session.locate_target()
+        Selection.of(config, state.substrate)  # an unknown group, a destructive one not allowed: one line
     apply_default_workers(config)
     _check_workloads(config)
     _check_busy_timeout(config)
-    config.pluginmanager.register(SlurmfloxSession(config, state, substrate_options(config)), "slurmflox-session")
+    config.pluginmanager.register(session, "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
         return

@@ -145,7 +145,7 @@ def wanted_groups(config: pytest.Config) -> set[str] | None:
     unknown = sorted(set(named) - set(GROUPS))
     if unknown:
         raise pytest.UsageError(
-            f"--slurmflox-groups: unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}"
+            f"--slurmflox-groups: unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}; nothing was run"
         )
     return set(named)
 
@@ -169,7 +169,7 @@ class Selection:
         if named and substrate == "existing" and not allow:
             raise pytest.UsageError(
                 f"destructive group(s) {', '.join(sorted(named))} against an existing cluster need "
-                "--slurmflox-destructive"
+                "--slurmflox-destructive; nothing was run"
             )
         record = deselected if deselected is not None else Deselected()
         return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config), record)

@@ -20,7 +20,7 @@ from .envfacts import target_facts
 from .groups import item_group
 from .options import get_option, resolve_settings
 from .outcome import BY_PYTEST, NOT_NAMED
-from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check
+from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
 from .sessionstate import SessionState, progress_printer
 from .settings import SettingsError, SubstrateOptions
 from .upfailure import failed_up_line
@@ -28,6 +28,13 @@ from .upfailure import failed_up_line
 
 def _marks(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def refusal(state: SessionState) -> str:
+    """The one line a target file that cannot be used is refused with: the file, how it was found unless named
+    on the command line, the schema's or the reader's words, and that nothing ran."""
+    found = "" if state.target_source == "--slurmflox-target" else f" ({state.target_source})"
+    return f"target file {state.target_path}{found}: {state.spec_error}; nothing was run"
 
 
 class SlurmfloxSession:
@@ -38,23 +45,30 @@ class SlurmfloxSession:
         self.workloads_given = bool(get_option(config, "slurmflox_workloads"))
         self.facts_sent = False
 
-    # -- the target ---------------------------------------------------------------------------------
+    # -- the target ----------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Provision once (on the xdist controller, before workers start) and locate the target."""
-        if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
+        """Provision once (on the xdist controller, before workers start); the target was located at configure
+        time (:func:`locate_target`) unless ``up`` writes it now. A killed run of the same id left its records: none
+        is read, all go (runrecord.begin)."""
+        controller = not hasattr(self.config, "workerinput") and not self.config.option.collectonly
+        if controller:
             from .runrecord import begin
 
-            begin(self.state.records)  # a killed run of the same id left its records: none is read, all go
-            self._locate_target()
+            begin(self.state.records)
+        up = get_option(self.config, "slurmflox_up")
+        if up and controller:
+            self._provision(up)
         self.read_target()
+        if self.state.spec is None and self.state.exit.provisioned:  # what our own substrate wrote is refused
+            raise pytest.UsageError(f"slurmflox: {refusal(self.state)}")
         if self.state.target_path is not None:  # a run with no target runs nothing of ours: nothing to hide
             self.state.evidence.redact.learn(self.state.workdir, self.state.spec)  # the one teaching, every process
 
     def read_target(self) -> None:
-        """The one read of the target file in this process (after ``up`` wrote it, or the path the xdist
-        controller handed down): the fixtures, the report writer and the sweep take ``state.spec`` from here.
-        An unreadable file is remembered as ``state.spec_error`` (the header shows it, the fixtures refuse)."""
+        """The one read of the target file in this process (at configure time on the controller, after ``up``
+        wrote it, or the path the xdist controller handed down): the fixtures, the report writer and the sweep take
+        ``state.spec`` from here. An unreadable file is remembered as ``state.spec_error``."""
         from .target import TargetError, load_target
 
         state = self.state
@@ -65,23 +79,32 @@ class SlurmfloxSession:
         except TargetError as exc:
             state.spec_error = str(exc)
 
-    def _locate_target(self) -> None:
+    def locate_target(self) -> None:
+        """Where this run's target is, decided in ``pytest_configure`` on the controller, before anything is
+        written, started or connected: ``--slurmflox-target``, or the deployment recorded in the work dir
+        (``--slurmflox-up`` writes its own at session start). A named target, or the recorded one of an acceptance
+        run, that cannot be read or breaks the schema is one usage-error line (exit 4) and nothing else."""
         state = self.state
         target_option = get_option(self.config, "slurmflox_target")
         up = get_option(self.config, "slurmflox_up")
         if target_option and up:
-            raise pytest.UsageError("--slurmflox-target and --slurmflox-up exclude each other")
+            raise pytest.UsageError("--slurmflox-target and --slurmflox-up exclude each other; nothing was run")
         if target_option:
             state.target_path = Path(target_option).expanduser().resolve()
             state.target_source, state.substrate = "--slurmflox-target", "existing"
         elif up:
-            self._provision(up)
+            state.substrate = up
+            return
         else:
             record = state.workdir.read_deployment()
-            if record and record.get("target"):
-                state.target_path = Path(record["target"])
-                state.substrate = record.get("substrate")
-                state.target_source = f"recorded in {state.workdir.deployment}"
+            if not (record and record.get("target")):
+                return
+            state.target_path = Path(record["target"])
+            state.substrate = record.get("substrate")
+            state.target_source = f"recorded in {state.workdir.deployment}"
+        self.read_target()
+        if state.spec is None and (target_option or main_job(self.config)):
+            raise pytest.UsageError(f"slurmflox: {refusal(state)}")
 
     def _provision(self, substrate_name: str) -> None:
         from .deploy import DeployError, up

@@ -9,7 +9,7 @@ Target file (YAML)::
 
     version: 1
     name: site-a                    # free text, shown in reports
-    substrate: existing             # local | qemu | existing
+    substrate: existing             # local | qemu | existing  (every key: schemas/target.json)
     workdir: /abs/operator          # substrate-backed targets only
     login: {host: login.example, port: 22, user: alice, key: ~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}
                                     # + ssh_config: path | none (default ~/.ssh/config when present), proxy_jump:
@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from . import busy, capabilities
+from . import busy, capabilities, targetschema
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
 from .declaredruntime import DeclaredRuntime, parse_runtime, runtime_document
@@ -243,8 +243,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
     """Validate a target document; every problem is a :class:`TargetError` naming the field."""
     if not isinstance(doc, Mapping):
         raise TargetError("a target file must be a YAML mapping")
-    if doc.get("version", 1) != 1:
-        raise TargetError(f"version {doc.get('version')!r} is not supported (expected 1)")
+    _checked(targetschema.check, doc)  # every key, type, choice and required key (schemas/target.json)
     base = path.parent if path else Path.cwd()
     substrate = str(doc.get("substrate", "existing"))
     login, admin = _endpoints(doc, base)
@@ -370,10 +369,5 @@ def write_runtime(path: Path, settings: Settings, revision: str, image: str) -> 
 
 
 def load_target(path: Path) -> TargetSpec:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise TargetError(f"target file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise TargetError(f"target file {path} is not valid YAML: {exc}") from None
-    return parse_target(doc, path=path)
+    """The target file at ``path``, parsed; :class:`TargetError` in one line (missing, not YAML, schema)."""
+    return parse_target(_checked(targetschema.read_document, path), path=path)

@@ -38,7 +38,7 @@ def junit_document(path: Path) -> dict[str, Any]:
 
 
 def _schema_errors(doc: Any, schema_name: str) -> list[str]:
-    import jsonschema  # a test dependency: validation is for tests and for auditors, not needed to run
+    import jsonschema  # artifact validation is for tests and auditors; the target file's is targetschema.py
 
     validator = jsonschema.Draft202012Validator(load_schema(schema_name))
     return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(doc)]

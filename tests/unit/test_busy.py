@@ -44,7 +44,7 @@ def test_slurm_busy_timeout_in_a_target_file_round_trips_and_a_bad_one_names_the
     assert doc["slurm"] == {"partition": "batch", "busy_timeout": 90.0}
     assert parse_target(doc).busy_timeout == 90.0
     assert "busy_timeout" not in target_document(parse_target({"login": LOGIN}))["slurm"]
-    with pytest.raises(TargetError, match=r"slurm\.busy_timeout: expected seconds"):
+    with pytest.raises(TargetError, match=r"slurm\.busy_timeout: 'ten minutes' is text, expected a number"):
         parse_target({"login": LOGIN, "slurm": {"busy_timeout": "ten minutes"}})
 
 

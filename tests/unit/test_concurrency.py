@@ -110,7 +110,7 @@ def test_the_customer_command_is_an_acceptance_run(pytester: pytest.Pytester, mo
     default workers of ``-m acceptance`` (issue 29: it ran serially). Here it names the fake checks (without a path
     a target means the installed suites, which would reach for the target's login)."""
     monkeypatch.delenv("SLURMFLOX_WORKERS", raising=False)
-    pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody}\n")
+    pytester.makefile(".yaml", site="login: {host: 127.0.0.1, user: nobody, key: id}\n")  # a valid file
     assert _dist(pytester, "--slurmflox-target=site.yaml", "-s", "test_checks.py") == f"DIST {AUTO_WORKERS} load 1"
 
 

@@ -49,16 +49,16 @@ def test_the_section_reads_back_equal_through_the_one_serializer():
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        ({"realized_pth": ENV}, "runtime.realized_pth is not a key"),
+        ({"realized_pth": ENV}, "runtime.realized_pth is not a known key (did you mean runtime.realized_path?)"),
         ({"profile_dir": None}, "runtime.profile_dir is required"),
         ({"task_prolog": "etc/slurm/prolog.sh"}, "runtime.task_prolog must be an absolute path"),
         ({"path": []}, "runtime.path must list"),
         ({"path": [f"{ENV}/bin", f"{ENV}/bin/"]}, "runtime.path names an entry twice"),
-        ({"exports": ["HPC_HOME"]}, "runtime.exports must map"),
+        ({"exports": ["HPC_HOME"]}, "runtime.exports: ['HPC_HOME'] is a list, expected a mapping"),
         ({"exports": {"PATH": "/x"}}, "runtime.exports.PATH is not a variable name"),
-        ({"exports": {"A": True}}, "runtime.exports.A must be text"),
+        ({"exports": {"A": True}}, "runtime.exports.A: True is true or false, expected text"),
         ({"executables": {"/usr/bin": ["ls"]}}, "runtime.executables./usr/bin is not one of runtime.path's"),
-        ({"executables": {f"{ENV}/bin": "python3"}}, "must be a list of command names"),
+        ({"executables": {f"{ENV}/bin": "python3"}}, "'python3' is text, expected a list of text"),
         ({"content_digest": "sha256:xyz"}, "runtime.content_digest must be sha256:<64 hex>"),
         ({"nar_hash": "sha256:" + "a" * 64}, "runtime.nar_hash must be sha256:<52 base32"),
     ],
@@ -72,7 +72,7 @@ def test_a_wrong_section_is_refused_in_one_line_naming_the_key(change, said):
 
 
 def test_not_a_mapping_is_refused():
-    with pytest.raises(TargetError, match="runtime must be a mapping"):
+    with pytest.raises(TargetError, match=r"runtime: .* is a list, expected a mapping"):
         parse_target({"login": LOGIN, "runtime": [ENV]})
 
 

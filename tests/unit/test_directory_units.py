@@ -47,7 +47,7 @@ def test_a_declared_directory_round_trips_through_the_target_file():
         ({"base": "dc=x", "user": "a"}, "directory.uri"),
         ({"uri": "ldap://x/", "base": "dc=x", "user": "a", "groups": "hpc"}, "directory.groups"),
         ({"uri": "ldap://x/", "base": "dc=x", "user": "a", "bind_dn": "cn=r"}, "bind_password_file"),
-        ("ldap://x/", "target.directory"),
+        ("ldap://x/", "directory: .ldap://x/. is text, expected a mapping"),
     ],
 )
 def test_a_malformed_directory_names_the_field(directory, field):
