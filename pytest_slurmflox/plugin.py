@@ -84,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     session = SlurmfloxSession(config, state, substrate_options(config))
     if not hasattr(config, "workerinput"):  # every refusal before anything is written, started or connected
-        if not config.option.collectonly:
+        if not config.option.collectonly or get_option(config, "slurmflox_target"):  # --co checks a named file
             session.locate_target()
         Selection.of(config, state.substrate)  # an unknown group, a destructive one not allowed: one line
     apply_default_workers(config)
