@@ -48,12 +48,13 @@ def _probe(submit, target, name: str = "mpi_hello", source: str = MPI_HELLO, shi
     """An MPI program on the workers: ``source`` compiled now with the worker's mpicc, else ``shipped`` if the
     worker image ships it (none for the talking program)."""
     outdir = submit.made_outdir()
-    target.login.run(quoted(f"cat > %s/{name}.c", outdir), input=source).check()
-    compile_it = quoted(f"command -v mpicc >/dev/null || exit 97; mpicc -o %s/{name} %s/{name}.c", outdir, outdir)
+    target.login.run(quoted("cat > %s/%s.c", outdir, name), input=source).check()
+    program = f"{outdir}/{name}"
+    compile_it = quoted("command -v mpicc >/dev/null || exit 97; mpicc -o %s %s.c", program, program)
     build = submit.srun("-N1 -n1", command_line("bash -c", [compile_it]))
     if build.ok:
-        return f"{outdir}/{name}"
-    found = submit.srun("-N1 -n1", f"bash -c 'command -v {shipped}'") if shipped else None
+        return program
+    found = submit.srun("-N1 -n1", command_line("bash -c", [quoted("command -v %s", shipped)])) if shipped else None
     if found is not None and found.ok and found.stdout.strip():
         return found.stdout.strip()
     pytest.skip(

@@ -31,7 +31,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import TASK_PROLOG, cluster_of, deployed, mutated, node_sh, passes_again, run_checks
+from acceptance_helpers import (
+    TASK_PROLOG,
+    cluster_of,
+    deployed,
+    mutated,
+    node_sh,
+    passes_again,
+    run_checks,
+    task_prolog_exporting,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -128,19 +137,15 @@ def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
     passes_again(deployment, "-m", "T6")
 
 
-MCA_PARAMS = "/etc/openmpi/openmpi-mca-params.conf"
 TALK = "test_t06_mpi::test_mpi_ranks_talk_between_every_pair_of_workers"
 
 
 def test_ranks_that_start_but_cannot_talk_fail_t6_naming_the_pair(deployment):
-    """worker2's Open MPI may use only an interface it does not have for its TCP transport (a bind-mounted copy of
-    its system MCA parameters, in worker2's own mount namespace): every rank starts (the start check PASSES), no
+    """worker2's tasks get ``OMPI_MCA_btl_tcp_if_include`` naming an interface the worker does not have (its
+    TaskProlog exports it; Open MPI reads it in each rank there): every rank starts (the start check PASSES), no
     message crosses between worker1 and worker2, and the talking check FAILS naming that pair."""
-    breaks = (
-        f"cp {MCA_PARAMS} /tmp/.sfx-mca.conf && echo 'btl_tcp_if_include = sfxnone0' >> /tmp/.sfx-mca.conf && "
-        f"mount --bind /tmp/.sfx-mca.conf {MCA_PARAMS}"
-    )
-    run = mutated(deployment, {"worker2": (breaks, f"umount {MCA_PARAMS}")}, "-m", "T6")
+    breaks, restore = task_prolog_exporting("export OMPI_MCA_btl_tcp_if_include=sfxnone0")
+    run = mutated(deployment, {"worker2": (breaks, restore)}, "-m", "T6")
     assert run.outcomes("failure") == [TALK], run.output[-3000:]
     assert "test_t06_mpi::test_mpi_ranks_on_every_worker" in run.outcomes("passed"), run.output[-3000:]
     message = run.messages()
