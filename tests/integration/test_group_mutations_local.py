@@ -95,7 +95,7 @@ def test_step_limit_fails_only_t5s_multi_step_job(deployment):
     assert run.outcomes("error") == [], run.output[-3000:]
     message = run.messages()
     assert "three steps ran in order" in message and "Step limit reached" in message, message[-3000:]
-    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 2, run.output[
+    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 3, run.output[
         -3000:
     ]
     passes_again(deployment, "-m", "T5")
