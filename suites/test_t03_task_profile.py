@@ -13,7 +13,9 @@ Where the expectations come from (the profile is the thing under test, never its
 - realized path, PATH entries and exported values: the runtime provider's record of the realized generation
   (expectations.Runtime, read through the worker pool on the host), or on an existing cluster the target file's
   declared ``runtime`` (pytest_slurmflox/declaredruntime.py), which also names where the profile is
-  (``runtime.profile_dir``) and the TaskProlog slurm.conf must name (``runtime.task_prolog``).
+  (``runtime.profile_dir``) and the TaskProlog slurm.conf must name (``runtime.task_prolog``);
+- fail-closed: the bad profiles are written here (suites/_failclosed.py) and the refusal is the TaskProlog
+  contract's (exit non-zero, ``print slurmflox: task profile invalid: ...``, nothing exported), never the worker's.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ import pytest
 
 from pytest_slurmflox.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_exports, expected_revision
+from pytest_slurmflox.profiles import NOT_APPLICABLE_PREFIX
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
+from . import _failclosed
 from ._capability import declared, requirement
+from ._cohort import across
 from ._profile import profiles_once
 from ._records import runtimes
 
@@ -112,3 +117,26 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
             f"(extra {extra}, missing {missing}, wrong {wrong}; allow-list {list(allow)})",
             res,
         )
+
+
+def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, workers):
+    """In one step on every worker, the TaskProlog that worker's slurm.conf has in force (on a target with a
+    declared runtime: ``runtime.task_prolog``, which that slurm.conf must name) is run, read-only, against profiles
+    it must refuse (a missing directory, no revision marker, a multi-line value) in the task's private temporary
+    directory: each refusal is a non-zero exit, the ``print slurmflox: task profile invalid:`` line and no
+    directive. A worker whose TaskProlog would start a task without a valid profile is named."""
+    runtime = target.spec.runtime
+    if runtime is None and target.spec.declared is not None:
+        pytest.skip(
+            f"{NOT_APPLICABLE_PREFIX}: the target file declares no runtime.task_prolog, so no slurmflox TaskProlog "
+            f"is in force to fail closed (target {target.spec.name!r})"
+        )
+    declared_prolog = runtime.task_prolog if runtime is not None else ""
+    step = across(submit, workers, _failclosed.probe_script(declared_prolog))
+    problems = step.wrong(lambda node, lines: _failclosed.judge(lines, declared_prolog))
+    requirement(
+        not problems,
+        f"the TaskProlog in force refuses every invalid profile on each of the {len(workers)} workers "
+        f"({', '.join(_failclosed.CASES.values())}): " + "; ".join(problems),
+        step.result,
+    )

@@ -6,6 +6,8 @@ broken is named. The program is compiled for the occasion on a worker with the w
 
 Where the expectations come from: the program is written here and prints its world size and ranks; the expected
 size and node spread are the cohort the pre-flight decided (Slurm's partition cross-checked with the owner).
+Starting is not talking: a second program (suites/_mpitalk.py) exchanges messages in a ring across every worker and
+all-to-all, and a pair of workers that cannot exchange one is named.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pytest_slurmflox.waits import job_timeout
 
 from ._capability import requirement
 from ._cohort import across
+from ._mpitalk import MPI_TALK, WAIT_S, silent_pairs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
 
@@ -41,20 +44,22 @@ def test_pmix_is_offered(submit):
     requirement(res.ok and "pmix" in res.stdout + res.stderr, "Slurm offers the pmix MPI plugin", res)
 
 
-def _probe(submit, target) -> str:
-    """An MPI program on the workers: compiled now with the worker's mpicc, else one the worker image ships."""
+def _probe(submit, target, name: str = "mpi_hello", source: str = MPI_HELLO, shipped: str = "mpi-hello") -> str:
+    """An MPI program on the workers: ``source`` compiled now with the worker's mpicc, else ``shipped`` if the
+    worker image ships it (none for the talking program)."""
     outdir = submit.made_outdir()
-    target.login.run(quoted("cat > %s/mpi_hello.c", outdir), input=MPI_HELLO).check()
-    compile_it = quoted("command -v mpicc >/dev/null || exit 97; mpicc -o %s/mpi_hello %s/mpi_hello.c", outdir, outdir)
+    target.login.run(quoted("cat > %s/%s.c", outdir, name), input=source).check()
+    program = f"{outdir}/{name}"
+    compile_it = quoted("command -v mpicc >/dev/null || exit 97; mpicc -o %s %s.c", program, program)
     build = submit.srun("-N1 -n1", command_line("bash -c", [compile_it]))
     if build.ok:
-        return f"{outdir}/mpi_hello"
-    shipped = submit.srun("-N1 -n1", "bash -c 'command -v mpi-hello'")
-    if shipped.ok and shipped.stdout.strip():
-        return shipped.stdout.strip()
+        return program
+    found = submit.srun("-N1 -n1", command_line("bash -c", [quoted("command -v %s", shipped)])) if shipped else None
+    if found is not None and found.ok and found.stdout.strip():
+        return found.stdout.strip()
     pytest.skip(
         "missing capability mpi-probe: the workers can neither compile an MPI program (no working mpicc) nor "
-        "ship one (mpi-hello)"
+        f"ship one ({shipped or name})"
     )
 
 
@@ -82,5 +87,25 @@ def test_mpi_ranks_on_every_worker(submit, target, workers):
     requirement(
         step.result.ok and not problems,
         f"one MPI world ({program}) with a rank on each of the {n} workers: " + "; ".join(problems),
+        step.result,
+    )
+
+
+def test_mpi_ranks_talk_between_every_pair_of_workers(submit, target, workers):
+    """One rank on every worker; each rank sends to the next (a ring over the whole cohort) and to every other
+    (all-to-all), each receive bounded by ``MPI_Wtime`` (suites/_mpitalk.py): a pair of workers whose ranks start
+    but cannot exchange a message FAILS naming the pair (sender -> receiver)."""
+    if len(workers) < 2:
+        pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
+    program = _probe(submit, target, "mpi_talk", MPI_TALK, "")
+    n = len(workers)
+    # the allocation and PMIx wire-up (as the start check), then two exchanges of at most WAIT_S each
+    step = across(submit, workers, quoted("%s", program), args="--mpi=pmix", timeout=job_timeout(stages=2) + 2 * WAIT_S)
+    problems = step.wrong(lambda node, lines: None if any(x.startswith("rank=") for x in lines) else "no rank ran")
+    pairs = silent_pairs(step.lines, n)
+    requirement(
+        step.result.ok and not problems and not pairs,
+        f"the ranks on the {n} workers exchange messages (ring and all-to-all, {WAIT_S} s per exchange): "
+        + "; ".join(problems + [f"{pair} cannot talk" for pair in pairs]),
         step.result,
     )

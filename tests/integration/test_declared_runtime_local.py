@@ -79,7 +79,7 @@ def test_site_example_is_signed_off_with_the_task_environment_judged(deployment)
     ):
         assert name in run.outcomes("passed"), (name, run.cases.get(name))
     t3 = run.in_module("test_t03_task_profile")
-    assert len(t3) == 4 and run.in_module("test_t03_task_profile", "skipped") == [], run.output[-3000:]
+    assert len(t3) == 5 and run.in_module("test_t03_task_profile", "skipped") == [], run.output[-3000:]
     skipped = " ".join(message for _, message in run.cases.values())
     assert "runtime-record" not in skipped, skipped[-3000:]
     verdicts = group_verdicts(run.output)

@@ -37,7 +37,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import cluster_of, deployed, mutated, node_sh, passes_again, run_checks
+from acceptance_helpers import (
+    TASK_PROLOG,
+    cluster_of,
+    deployed,
+    mutated,
+    node_sh,
+    passes_again,
+    run_checks,
+    task_prolog_exporting,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +102,7 @@ def test_step_limit_fails_only_t5s_multi_step_job(deployment):
     assert run.outcomes("error") == [], run.output[-3000:]
     message = run.messages()
     assert "three steps ran in order" in message and "Step limit reached" in message, message[-3000:]
-    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 2, run.output[
+    assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 3, run.output[
         -3000:
     ]
     passes_again(deployment, "-m", "T5")
@@ -121,7 +130,10 @@ def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
     hide = f"cd {plugin_dir} && ls mpi_pmix*.so && for f in mpi_pmix*.so; do mv $f $f.sfx-hidden; done"
     show = f"cd {plugin_dir} && for f in mpi_pmix*.so.sfx-hidden; do mv $f ${{f%.sfx-hidden}}; done"
     run = mutated(deployment, {"worker2": (hide, show)}, "-m", "T5 or T6")
-    assert run.outcomes("failure") == ["test_t06_mpi::test_mpi_ranks_on_every_worker"], run.output[-3000:]
+    assert run.outcomes("failure") == [
+        "test_t06_mpi::test_mpi_ranks_on_every_worker",
+        "test_t06_mpi::test_mpi_ranks_talk_between_every_pair_of_workers",
+    ], run.output[-3000:]
     assert run.outcomes("error") == [], run.output[-3000:]
     message = run.messages()
     assert (
@@ -130,6 +142,40 @@ def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
     assert "test_t06_mpi::test_pmix_is_offered" in run.outcomes("passed"), run.output[-3000:]
     assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
     passes_again(deployment, "-m", "T6")
+
+
+TALK = "test_t06_mpi::test_mpi_ranks_talk_between_every_pair_of_workers"
+
+
+def test_ranks_that_start_but_cannot_talk_fail_t6_naming_the_pair(deployment):
+    """worker2's tasks get ``OMPI_MCA_btl_tcp_if_include`` naming an interface the worker does not have (its
+    TaskProlog exports it; Open MPI reads it in each rank there): every rank starts (the start check PASSES), no
+    message crosses between worker1 and worker2, and the talking check FAILS naming that pair."""
+    breaks, restore = task_prolog_exporting("export OMPI_MCA_btl_tcp_if_include=sfxnone0")
+    run = mutated(deployment, {"worker2": (breaks, restore)}, "-m", "T6")
+    assert run.outcomes("failure") == [TALK], run.output[-3000:]
+    assert "test_t06_mpi::test_mpi_ranks_on_every_worker" in run.outcomes("passed"), run.output[-3000:]
+    message = run.messages()
+    assert re.search(r"worker[12] -> worker[12] \((ring|all)\) cannot talk", message), message[-3000:]
+    passes_again(deployment, "-m", "T6")
+
+
+FAIL_CLOSED = "test_t03_task_profile::test_task_prolog_in_force_fails_closed_on_every_worker"
+
+
+def test_a_task_prolog_that_starts_tasks_without_a_profile_fails_t3_naming_the_worker(deployment):
+    """worker2's TaskProlog exits 0 where it must refuse (a bind-mounted copy whose refusal ends ``exit 0``): T3's
+    fail-closed check FAILS naming worker2 only; restored, it PASSES."""
+    breaks = (
+        f"cp {TASK_PROLOG} /tmp/.sfx-open-prolog.sh && sed -i 's/^\\texit 1$/\\texit 0/' /tmp/.sfx-open-prolog.sh && "
+        f"! grep -qP '^\\texit 1$' /tmp/.sfx-open-prolog.sh && mount --bind /tmp/.sfx-open-prolog.sh {TASK_PROLOG}"
+    )
+    run = mutated(deployment, {"worker2": (breaks, f"umount {TASK_PROLOG}")}, "-m", "T3", "-k", "fails_closed")
+    assert run.outcomes("failure") == [FAIL_CLOSED], run.output[-3000:]
+    message = run.messages()
+    assert "worker2: TaskProlog " in message and "exit 0 (a task would start without a valid profile)" in message
+    assert "worker1: " not in message.split("requirement not met:")[1].split("\n")[0], message[-3000:]
+    passes_again(deployment, "-m", "T3", "-k", "fails_closed")
 
 
 def test_array_size_limit_fails_only_t7s_array_check(deployment):

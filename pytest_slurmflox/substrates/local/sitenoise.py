@@ -48,9 +48,10 @@ def _sq(text: str) -> str:
 
 def files() -> dict[str, tuple[str, int]]:
     """The site's files, relative to the conf dir: name -> (text, mode). The site TaskProlog prints its lines
-    first, then hands over to ours (exec), the way a site chains the contract's prolog after its own."""
+    first, then hands over to ours (exec, its arguments forwarded: T3 runs it with a profile directory), the way a
+    site chains the contract's prolog after its own."""
     return {
-        "site/task-prolog.sh": ("#!/bin/sh\n" + _echoes("print ") + f"exec {TASK_PROLOG}\n", 0o755),
+        "site/task-prolog.sh": ("#!/bin/sh\n" + _echoes("print ") + f'exec {TASK_PROLOG} "$@"\n', 0o755),
         "site/prolog.sh": ("#!/bin/sh\n" + _echoes("") + "exit 0\n", 0o755),
         "site/epilog.sh": ("#!/bin/sh\n" + _echoes("") + "exit 0\n", 0o755),
         "site/banner": ("\n".join(NOISE) + "\n", 0o644),
