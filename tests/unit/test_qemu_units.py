@@ -23,7 +23,7 @@ from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.images import BootSpec, ImageError, local_image, parse_checksum_file
 from pytest_slurmflox.substrates.qemu.network import offline_reason
 from pytest_slurmflox.substrates.qemu.testimage import host_debian_mirror
-from pytest_slurmflox.substrates.qemu.vm import TCG_ARGS, Accel, VmSpec, choose_accel, qemu_argv
+from pytest_slurmflox.substrates.qemu.vm import TCG_ARGS, Accel, Vm, VmSpec, choose_accel, qemu_argv
 from pytest_slurmflox.workdir import Workdir
 
 
@@ -180,6 +180,18 @@ def test_stale_pidfile_is_not_trusted(tmp_path):
     assert proof.trusted_pid() is None
     pidfile.write_text("garbage\n")
     assert proof.read_pid() is None and proof.trusted_pid() is None
+
+
+def test_a_gone_vm_says_why_and_what_its_console_said_last(tmp_path, bash_process):
+    proc, _ = bash_process
+    vm = Vm(_spec(tmp_path), Accel("tcg", TCG_ARGS), "qemu-system-x86_64")
+    vm.spec.dir.mkdir()
+    assert vm.gone() == f"no pid in {vm.spec.pidfile}"
+    vm.spec.pidfile.write_text(f"{proc.pid}\n")  # a live process, but not this VM's QEMU
+    vm.spec.console.write_text("Linux version 6.1\nreboot: Power down\n")
+    why = vm.gone()
+    assert why.startswith(f"process {proc.pid} runs ") and "not qemu-system-*" in why
+    assert why.endswith("console ends: Linux version 6.1 | reboot: Power down")
 
 
 def test_terminate_ends_a_proven_process(tmp_path, bash_process):

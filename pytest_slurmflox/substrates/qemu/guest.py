@@ -7,6 +7,8 @@ deployment key; host keys are pinned from the seeds, so an unexpected key is ref
 from __future__ import annotations
 
 import socket
+import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -50,12 +52,16 @@ class Guest:
             connect_timeout=10,
         )
 
-    def wait_ready(self, timeout: float, alive=lambda: True) -> None:
-        """Block until a command runs over SSH. ``alive`` (e.g. the VM's pid check) aborts the wait early."""
+    def wait_ready(self, timeout: float, gone: Callable[[], str | None] = lambda: None) -> None:
+        """Block until a command runs over SSH. ``gone`` (e.g. the VM's process proof) says why the VM can no
+        longer answer, or None; the wait ends early only when it says so twice, a second apart, so one
+        unlucky read of /proc never ends a boot."""
 
         def missing() -> str | None:
-            if not alive():
-                raise SubstrateUnavailable(f"{self.runner.where}: QEMU exited while waiting for SSH")
+            if (why := gone()) is not None:
+                time.sleep(1)
+                if (why := gone()) is not None:
+                    raise SubstrateUnavailable(f"{self.runner.where}: QEMU is gone while waiting for SSH: {why}")
             if not self._banner():
                 return "no SSH banner yet"
             try:

@@ -182,7 +182,7 @@ class QemuSubstrate(Substrate):
         def wait(vm: Vm) -> BootTime:
             guest = self.guest(vm.spec.node)
             try:
-                guest.wait_ready(self.ssh_timeout, alive=lambda: vm.pid() is not None)
+                guest.wait_ready(self.ssh_timeout, gone=vm.gone)
                 t0 = launched.get(vm.spec.node)
                 bt = BootTime(vm.spec.node, time.monotonic() - t0 if t0 else 0.0, t0 is not None)
                 self.progress(f"{vm.spec.name}: SSH ready" + (f" {bt.seconds:.0f}s after launch" if t0 else ""))

@@ -217,6 +217,20 @@ class Vm:
         """The proven PID of this VM's QEMU, or None (no pidfile, stale, or someone else's process)."""
         return self.proof().trusted_pid()
 
+    def gone(self) -> str | None:
+        """None while this VM's QEMU is proven to run; else why not, with the console's last lines (what the
+        guest said before it went: a panic, a power-off)."""
+        proof = self.proof()
+        pid = proof.read_pid()
+        why = f"no pid in {self.spec.pidfile}" if pid is None else proof.why_not(pid)
+        if why is None:
+            return None
+        try:
+            tail = self.spec.console.read_bytes()[-4096:].decode(errors="replace").splitlines()[-5:]
+        except OSError:
+            tail = []
+        return why + ("; console ends: " + " | ".join(line.strip() for line in tail) if tail else "")
+
     def ensure_overlay(self, size: str) -> bool:
         """Create the overlay over the base image unless it exists; True if created."""
         if self.spec.overlay.exists():
