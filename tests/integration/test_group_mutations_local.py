@@ -17,9 +17,10 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
   at the login endpoint still offers pmix, and T5 does not use MPI.
 - T7: ``MaxArraySize=2`` + ``scontrol reconfigure``: the 4-task array is refused ("Invalid job array
   specification"); dependencies, hold/release and scancel are untouched.
-- T7's time limit (#40): ``OverTimeLimit=1 min`` in slurm.conf: the check waits for it and PASSES; the job's limit
-  raised to 3 minutes behind the check's back (``scontrol update JobId=... TimeLimit=3`` as root): TIMEOUT, but far
-  past the limit, so it FAILS naming the elapsed time and the configured values.
+- T7's time limit (#40): ``OverTimeLimit=1 min`` in slurm.conf, two runs side by side: one waits for it and PASSES;
+  in the other the job's limit is raised to 3 minutes behind the check's back (``scontrol update JobId=...
+  TimeLimit=3`` as root): TIMEOUT, but far past limit plus overtime, so it FAILS naming the elapsed time and the
+  configured values.
 - TI: a local account for the user on the workers (worker1: the user's name with another uid; worker2: another
   name with the user's uid), as a worker image with baked-in accounts has; and, separately, nss_slurm removed from
   worker2's nsswitch.conf (names of the user's uid and groups then do not resolve in tasks there).
@@ -39,6 +40,7 @@ import pytest
 import yaml
 from acceptance_helpers import (
     TASK_PROLOG,
+    Run,
     cluster_of,
     deployed,
     mutated,
@@ -241,41 +243,49 @@ def test_nss_slurm_missing_on_one_worker_fails_ti(deployment):
 TIME_LIMIT = ("-m", "T7", "-k", "time_limit")
 
 
-def test_a_configured_overtime_is_waited_for_and_passes_t7s_time_limit_check(deployment):
-    """#40 item 5: ``OverTimeLimit=1`` (a site lets jobs run a minute past their limit): Slurm ends the 1-minute job
-    after 2 minutes and some, as configured; the check reads the configuration and PASSES (it accepted any TIMEOUT
-    before, and would FAIL a job ended at 80 s now: tests/unit/test_timelimit.py)."""
-    _, workdir, _, _ = deployment
-    with _slurm_conf(workdir, "OverTimeLimit", "1", shown="1 min"):
-        run = run_checks(deployment, *TIME_LIMIT)
-    assert run.outcomes("passed") == ["test_t07_policy::test_time_limit_is_enforced"], run.output[-3000:]
+def _raise_the_limit_of(workdir: Path, run_id: str, minutes: int, raised: list[str], timeout: float = 240) -> None:
+    """As root, raise the time limit of ``run_id``'s time-limited job once it runs (an administrator's or a
+    job_submit plugin's change behind the user's back); the job id goes into ``raised``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not raised:
+        out = node_sh(workdir, "ctl", "squeue -h -a -t RUNNING -o '%i %j'")
+        for job, name in (line.split() for line in out.splitlines() if line.count(" ") == 1):
+            if name.startswith(f"sfx-{run_id}-") and "T7-timelimit" in name:  # an early job, or the check's own
+                node_sh(workdir, "ctl", f"scontrol update JobId={job} TimeLimit={minutes}")
+                raised.append(job)
+        time.sleep(1)
 
 
-def test_a_job_ended_far_past_its_limit_fails_t7s_time_limit_check(deployment):
-    """#40 item 5: the job ends with TIMEOUT, but 3 minutes in for its 1-minute limit (its limit raised behind the
-    user's back, as an administrator or a site's job_submit plugin can): FAIL naming the elapsed time and the
-    configured values (no OverTimeLimit, a sweep every 30 s)."""
+def test_t7_judges_a_time_limit_against_the_configured_overtime(deployment):
+    """#40 item 5, with ``OverTimeLimit=1`` (a site lets jobs run a minute past their limit), two runs side by side
+    (each waits minutes for Slurm's sweep; one after the other they took 6 minutes of this module):
+
+    - ``late``: its 1-minute job's limit is raised to 3 minutes behind the user's back; Slurm ends it with TIMEOUT
+      after 4 minutes and some, far past limit plus overtime: FAIL naming the elapsed time and the configured values;
+    - ``ontime``, started once ``late``'s job runs (so the two runs never wait on each other's pre-flight): Slurm ends
+      its job after 2 minutes and some, as configured; the check reads the configuration and PASSES (a job ended at
+      80 s would FAIL now: tests/unit/test_timelimit.py)."""
     _, workdir, _, _ = deployment
-    run_id = f"late{os.getpid()}"
+    late, ontime = f"late{os.getpid()}", f"ontime{os.getpid()}"
     raised: list[str] = []
+    runs: dict[str, Run] = {}
 
-    def raise_the_limit() -> None:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not raised:
-            out = node_sh(workdir, "ctl", "squeue -h -a -t RUNNING -o '%i %j'")
-            for job, name in (line.split() for line in out.splitlines() if line.count(" ") == 1):
-                if name.startswith(f"sfx-{run_id}-") and "T7-timelimit" in name:  # an early job, or the check's own
-                    node_sh(workdir, "ctl", f"scontrol update JobId={job} TimeLimit=3")
-                    raised.append(job)
-            time.sleep(1)
+    def run(run_id: str) -> None:
+        runs[run_id] = run_checks(deployment, *TIME_LIMIT, f"--slurmflox-run-id={run_id}")
 
-    helper = threading.Thread(target=raise_the_limit)
-    helper.start()
-    try:
-        run = run_checks(deployment, *TIME_LIMIT, f"--slurmflox-run-id={run_id}")
-    finally:
-        helper.join()
+    with _slurm_conf(workdir, "OverTimeLimit", "1", shown="1 min"):
+        first = threading.Thread(target=run, args=(late,))
+        first.start()
+        try:
+            _raise_the_limit_of(workdir, late, 3, raised)
+            second = threading.Thread(target=run, args=(ontime,))
+            second.start()
+            second.join()
+        finally:
+            first.join()
     assert raised, "the time-limited job never ran"
-    assert run.outcomes("failure") == ["test_t07_policy::test_time_limit_is_enforced"], run.output[-3000:]
-    message = run.messages()
-    assert "past its limit plus overtime" in message and "OverTimeLimit=0 min" in message, message[-3000:]
+    passed, failed = runs[ontime], runs[late]
+    assert passed.outcomes("passed") == ["test_t07_policy::test_time_limit_is_enforced"], passed.output[-3000:]
+    assert failed.outcomes("failure") == ["test_t07_policy::test_time_limit_is_enforced"], failed.output[-3000:]
+    message = failed.messages()
+    assert "past its limit plus overtime" in message and "OverTimeLimit=1 min" in message, message[-3000:]
