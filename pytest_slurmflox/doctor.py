@@ -108,7 +108,7 @@ def doctor(path: Path, say: Callable[[str], None] = print) -> int:
         target.close()
     for line in lines:
         mark = "*" if line.required else " "
-        say(f"{mark}{line.group:<5} {line.verdict:<14} {line.why}")
+        say(f"{mark}{line.group:<5} {line.verdict:<14} {' '.join(line.why.split())[:400]}")  # one line each
     blocking = [g.group for g in lines if g.required and g.verdict != "RUN"]
     verdict = f"NOT reachable (blocked: {', '.join(blocking)})" if blocking else "reachable"
     say(f"sign-off {verdict}; * = required group; {time.monotonic() - t0:.1f}s")
