@@ -56,6 +56,12 @@ OPTIONS: tuple[Option, ...] = (
         kind="up",
     ),
     Option("slurmflox-status", "report the recorded deployment's state and exit", kind="bool"),
+    Option(
+        "slurmflox-check-target",
+        "the doctor: read this target file against the schema, ask its cluster what it has (read-only, nothing "
+        "submitted), print per group whether it will run and why, and exit (0: a sign-off is reachable, 1: not, "
+        "4: a bad file)",
+    ),
     Option("slurmflox-down", "stop the recorded deployment, keeping its state, and exit", kind="bool"),
     Option("slurmflox-destroy", "remove the recorded deployment's nodes and state (caches kept) and exit", kind="bool"),
     Option(

@@ -55,6 +55,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """The verbs that operate a deployment and exit without running tests."""
     if config.option.help or config.option.version:
         return None
+    checked = get_option(config, "slurmflox_check_target")
+    if checked:
+        from .doctor import doctor
+
+        return doctor(Path(checked))
     verbs = requested_verbs(config)
     return run_verbs(config, verbs, substrate_options(config)) if verbs else None
 

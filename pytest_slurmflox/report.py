@@ -178,6 +178,7 @@ class ReportWriter:
         if self.html_report is not None:
             self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
         self.state.exit.unsigned = self.request.requested and not self.signoff.signed
+        self.state.exit.nothing_ran = bool(self.signoff.one_reason)
         # the status the process will end with as far as known now (the session sets it; a leak comes later)
         self._write_evidence(checks, self.signoff, int(self.state.exit.settle(session.exitstatus)))
         self._junit_properties(self.signoff)
