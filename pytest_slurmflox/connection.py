@@ -14,6 +14,7 @@ from typing import Any
 
 from .abilities import ABILITIES, RuntimeRecord
 from .pool import WorkerPool, WorkerView
+from .reach import reach
 from .run import Observer, Result, Runner, SSHRunner
 from .slurm import SlurmClient
 from .sshconnect import Hop
@@ -32,6 +33,8 @@ class Target:
     pool: WorkerView | None = None
     capabilities: frozenset[str] = frozenset()
     missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
+    #: One line when the login endpoint could not be reached at all (reach.py): then no check can run.
+    unreachable: str | None = None
 
     @property
     def expect(self) -> Expectations:
@@ -166,20 +169,24 @@ def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: 
         missing["directory"] = why
 
 
-def _probe_services(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
-    """accounting / rest (#13): present when the target file declares them and they answer; the reason otherwise
+def _probe_accounting(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
+    """accounting (#13): present when the target file declares it and slurmdbd answers; the reason otherwise
     (undeclared: the group SKIPs naming it; declared but silent: the suites FAIL with this reason)."""
     if spec.accounting is None:
         missing["accounting"] = f"target {spec.name!r} declares no accounting (slurmdbd)"
-    else:
-        try:
-            res = login.run("sacctmgr -n -P show cluster format=cluster", timeout=30)
-            if res.ok and res.stdout.strip():
-                caps.add("accounting")
-            else:
-                missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {res.describe()}"
-        except Exception as exc:
-            missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {exc}"
+        return
+    try:
+        res = login.run("sacctmgr -n -P show cluster format=cluster", timeout=30)
+        if res.ok and res.stdout.strip():
+            caps.add("accounting")
+        else:
+            missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {res.describe()}"
+    except Exception as exc:
+        missing["accounting"] = f"slurmdbd does not answer sacctmgr on the login endpoint: {exc}"
+
+
+def _probe_rest(spec: TargetSpec, caps: set[str], missing: dict[str, str]) -> None:
+    """rest (#13): present when the target file declares it and slurmrestd answers; the reason otherwise."""
     if spec.rest is None:
         missing["rest"] = f"target {spec.name!r} declares no REST API (slurmrestd)"
         return
@@ -200,7 +207,9 @@ def connect(
 ) -> Target:
     """Open runners and clients for a target and work out its capabilities.
 
-    Capabilities: ``slurm`` (login reaches slurmctld), ``admin`` (root access for drain/resume),
+    The login endpoint is reached once first (reach.py): unreachable, :attr:`Target.unreachable` says why in one
+    line and nothing more is asked of it. Capabilities: ``login`` (an SSH session opens), ``slurm`` (login reaches
+    slurmctld), ``admin`` (root access for drain/resume),
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
     groups need it), the pool's abilities (:mod:`~pytest_slurmflox.abilities`: ``node-admin``, root on the
@@ -215,8 +224,18 @@ def connect(
     missing: dict[str, str] = {}
 
     def on_login(caps: set[str], missing: dict[str, str]) -> None:
+        _probe_rest(spec, caps, missing)
+        away = reach(login)
+        if away is not None:  # one attempt; every capability asked of the login carries its one reason
+            missing["login"] = missing["slurm"] = away.line()
+            if spec.accounting is not None:
+                missing["accounting"] = away.line()
+            else:
+                _probe_accounting(spec, login, caps, missing)  # undeclared: says so without asking
+            return
+        caps.add("login")
         _probe_slurm(slurm, caps, missing)
-        _probe_services(spec, login, caps, missing)
+        _probe_accounting(spec, login, caps, missing)
 
     def on_admin(caps: set[str], missing: dict[str, str]) -> None:
         _probe_admin(admin, caps, missing)
@@ -234,7 +253,8 @@ def connect(
             found, why = answer.result()
             caps |= found
             missing.update(why)
-    return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing)
+    unreachable = missing["login"] if "login" not in caps else None
+    return Target(spec, login, admin, slurm, kube, pool, frozenset(caps), missing, unreachable)
 
 
 def _probed(probe: Callable[[set[str], dict[str, str]], None]) -> tuple[set[str], dict[str, str]]:

@@ -27,6 +27,7 @@ from .connection import Target, connect
 from .gates import require
 from .options import get_option, substrate_options
 from .sessionstate import progress_printer, session_state
+from .signoff import NOT_RUN_PREFIX
 from .sweep import sweep_run
 from .target import TargetSpec
 from .workdir import Workdir
@@ -75,6 +76,9 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
     # the redactor learned the target's secrets at session start (SlurmfloxSession)
     live = connect(spec, observer=state.evidence, pool_factory=_pool_factory(pytestconfig))
     state.target = live
+    if live.unreachable is not None:  # one reason for every check: each is NOT RUN with it, nothing else is tried
+        live.close()
+        pytest.skip(NOT_RUN_PREFIX + live.unreachable)
     with terminate_as_interrupt():
         try:
             yield live

@@ -56,6 +56,12 @@ OPTIONS: tuple[Option, ...] = (
         kind="up",
     ),
     Option("slurmflox-status", "report the recorded deployment's state and exit", kind="bool"),
+    Option(
+        "slurmflox-check-target",
+        "the doctor: read this target file against the schema, ask its cluster what it has (read-only, nothing "
+        "submitted), print per group whether it will run and why, and exit (0: a sign-off is reachable, 1: not, "
+        "4: a bad file)",
+    ),
     Option("slurmflox-down", "stop the recorded deployment, keeping its state, and exit", kind="bool"),
     Option("slurmflox-destroy", "remove the recorded deployment's nodes and state (caches kept) and exit", kind="bool"),
     Option(
@@ -129,6 +135,20 @@ def get_option(config: pytest.Config, dest: str) -> Any:
     return option.default if option.kind != "bool" else False
 
 
+class EarlyOptions:
+    """The two readers :func:`get_option` uses, before pytest has parsed options into ``config.option``: the
+    command line as known so far, and the ini file."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.namespace = config.known_args_namespace
+        self.getini = config.getini
+        self.rootpath = config.rootpath
+        self.option = self.namespace
+
+    def getoption(self, dest: str) -> Any:
+        return getattr(self.namespace, dest, None)
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register every option and every setting as flag + ini key (the env var is named in the help)."""
     group = parser.getgroup("slurmflox", "slurmflox: provision and sign off Slurm-on-Kubernetes with Flox")
@@ -179,6 +199,30 @@ def checked_up(config: pytest.Config) -> None:
     if value and value not in SUBSTRATE_CHOICES:
         choices = " or ".join(SUBSTRATE_CHOICES)
         raise pytest.UsageError(f"--slurmflox-up {value!r}: not a substrate (choose {choices}); nothing was run")
+
+
+def checked_workloads(config: pytest.Config) -> None:
+    """``--slurmflox-workloads`` (CLI > env > ini), when given, is a corpus of customer scripts that loads, or a
+    one-line :class:`pytest.UsageError` says what is wrong with it (nothing was run)."""
+    from .workloads import WorkloadError, load_corpus
+
+    workloads = get_option(config, "slurmflox_workloads")
+    if workloads:
+        try:
+            load_corpus(Path(workloads).expanduser())
+        except WorkloadError as exc:
+            raise pytest.UsageError(f"--slurmflox-workloads: {exc} (nothing was run)") from None
+
+
+def checked_busy_timeout(config: pytest.Config) -> None:
+    """``--slurmflox-busy-timeout`` (CLI > env > ini), when given, is a number of seconds, or a one-line
+    :class:`pytest.UsageError` (nothing was run)."""
+    from .busy import resolve_busy_timeout
+
+    try:
+        resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{exc} (nothing was run)") from None
 
 
 def run_id_of(config: pytest.Config) -> str:

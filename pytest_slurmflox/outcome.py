@@ -90,11 +90,12 @@ class ExitRules:
     provisioned: bool = False  #: ``--slurmflox-up`` provisioned: a run that collected nothing succeeded
     unsigned: bool = False  #: a sign-off was requested and not given: a run of passing checks fails
     leaks: list[str] = field(default_factory=list)  #: secrets found in the artifacts: the run fails regardless
+    nothing_ran: bool = False  #: every check was NOT RUN for one reason (the login unreachable): the run fails
 
     def settle(self, status: int) -> int:
         if self.leaks:
             return pytest.ExitCode.TESTS_FAILED
-        if self.unsigned and status == pytest.ExitCode.OK:
+        if (self.unsigned or self.nothing_ran) and status == pytest.ExitCode.OK:
             return pytest.ExitCode.TESTS_FAILED
         if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.provisioned:
             return pytest.ExitCode.OK

@@ -20,8 +20,18 @@ import pytest
 from . import fixtures
 from .concurrency import apply_default_workers
 from .groups import MARKERS
-from .options import add_options, checked_up, get_option, run_id_of, substrate_options, workdir_of
-from .report import ReportPaths, ReportWriter, SignoffRequest
+from .options import (
+    EarlyOptions,
+    add_options,
+    checked_busy_timeout,
+    checked_up,
+    checked_workloads,
+    get_option,
+    run_id_of,
+    substrate_options,
+    workdir_of,
+)
+from .report import SignoffRequest, register_report_writer
 from .runrecord import start_of
 from .selection import (
     Selection,
@@ -45,6 +55,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """The verbs that operate a deployment and exit without running tests."""
     if config.option.help or config.option.version:
         return None
+    checked = get_option(config, "slurmflox_check_target")
+    if checked:
+        from .doctor import doctor
+
+        return doctor(Path(checked))
     verbs = requested_verbs(config)
     return run_verbs(config, verbs, substrate_options(config)) if verbs else None
 
@@ -88,72 +103,23 @@ def pytest_configure(config: pytest.Config) -> None:
             session.locate_target()
         Selection.of(config, state.substrate)  # an unknown group, a destructive one not allowed: one line
     apply_default_workers(config)
-    _check_workloads(config)
-    _check_busy_timeout(config)
+    checked_workloads(config)
+    checked_busy_timeout(config)
     config.pluginmanager.register(session, "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
         return
-    _register_report_writer(config, state)
-
-
-def _check_workloads(config: pytest.Config) -> None:
-    from .workloads import WorkloadError, load_corpus
-
-    workloads = get_option(config, "slurmflox_workloads")
-    if workloads:
-        try:
-            load_corpus(Path(workloads).expanduser())
-        except WorkloadError as exc:
-            raise pytest.UsageError(f"--slurmflox-workloads: {exc} (nothing was run)") from None
-
-
-def _check_busy_timeout(config: pytest.Config) -> None:
-    from .busy import resolve_busy_timeout
-
-    try:
-        resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
-    except ValueError as exc:
-        raise pytest.UsageError(f"{exc} (nothing was run)") from None
-
-
-def _register_report_writer(config: pytest.Config, state: SessionState) -> None:
-    """Point pytest-html and JUnit at ``<reports>/<run-id>/`` and register the writer of evidence.json."""
-    base = Path(get_option(config, "slurmflox_reports") or "reports").expanduser()
-    if not base.is_absolute():
-        base = Path(config.invocation_params.dir) / base
-    paths = ReportPaths(base / state.run_id)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
-        config.option.htmlpath = str(paths.html)
-        config.option.self_contained_html = True
-    if not getattr(config.option, "xmlpath", None):
-        config.option.xmlpath = str(paths.junit)
     request = SignoffRequest(
         requested=bool(get_option(config, "slurmflox_signoff")),
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
     )
-    config.pluginmanager.register(ReportWriter(config, paths, state, request), "slurmflox-report")
+    register_report_writer(config, state, get_option(config, "slurmflox_reports"), request)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> bool | None:
     """Plain operation (``--slurmflox-up`` with nothing selected) collects nothing: provision, converge, exit."""
     return True if plain_operation(session.config) else None
-
-
-class EarlyOptions:
-    """The two readers :func:`~pytest_slurmflox.options.get_option` uses, before pytest has parsed options into
-    ``config.option``: the command line as known so far, and the ini file."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.namespace = config.known_args_namespace
-        self.getini = config.getini
-        self.rootpath = config.rootpath
-        self.option = self.namespace
-
-    def getoption(self, dest: str) -> Any:
-        return getattr(self.namespace, dest, None)
 
 
 @pytest.hookimpl(optionalhook=True)

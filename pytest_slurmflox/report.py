@@ -17,6 +17,7 @@ import html
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
 from .validation import SCHEMA_ID
 from .workdir import atomic_write
 
-__all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest"]
+__all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest", "register_report_writer"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ class ReportWriter:
         if self.html_report is not None:
             self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
         self.state.exit.unsigned = self.request.requested and not self.signoff.signed
+        self.state.exit.nothing_ran = bool(self.signoff.one_reason)
         # the status the process will end with as far as known now (the session sets it; a leak comes later)
         self._write_evidence(checks, self.signoff, int(self.state.exit.settle(session.exitstatus)))
         self._junit_properties(self.signoff)
@@ -251,6 +253,26 @@ class ReportWriter:
             green=verdict_ok and not leaks,
             red=not verdict_ok or bool(leaks),
         )
+
+
+def register_report_writer(
+    config: pytest.Config, state: SessionState, reports: str | None, request: SignoffRequest
+) -> ReportWriter:
+    """Point pytest-html and JUnit at ``<reports>/<run-id>/`` (``reports`` relative to the invocation directory,
+    ``reports/`` when None) unless the user named their own paths, and register the writer of evidence.json."""
+    base = Path(reports or "reports").expanduser()
+    if not base.is_absolute():
+        base = Path(config.invocation_params.dir) / base
+    paths = ReportPaths(base / state.run_id)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
+        config.option.htmlpath = str(paths.html)
+        config.option.self_contained_html = True
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(paths.junit)
+    writer = ReportWriter(config, paths, state, request)
+    config.pluginmanager.register(writer, "slurmflox-report")
+    return writer
 
 
 def redact_longrepr(report: Any, redact: Redactor) -> None:

@@ -215,7 +215,8 @@ class SSHRunner:
         if not self.where:
             self.where = f"{self.host}:{self.port}"
 
-    def _connect(self):  # -> paramiko.SSHClient
+    def connect(self):  # -> paramiko.SSHClient
+        """The kept connection, opened now when there is none (sshconnect.py's errors when it cannot be)."""
         with self._connecting:
             if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
                 return self._client
@@ -232,7 +233,7 @@ class SSHRunner:
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result:
-        client = self._connect()
+        client = self.connect()
         line = command_line(command, args)
         t0 = time.monotonic()
         channel = client.get_transport().open_session(timeout=self.connect_timeout)

@@ -20,9 +20,11 @@ from .envfacts import target_facts
 from .groups import item_group
 from .options import get_option, resolve_settings
 from .outcome import BY_PYTEST, NOT_NAMED
+from .reach import unreachable_reason
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
 from .sessionstate import SessionState, progress_printer
 from .settings import SettingsError, SubstrateOptions
+from .signoff import skip_reason
 from .upfailure import failed_up_line
 
 
@@ -44,6 +46,8 @@ class SlurmfloxSession:
         self.options = options
         self.workloads_given = bool(get_option(config, "slurmflox_workloads"))
         self.facts_sent = False
+        #: whether some check got further than "the login is unreachable" (else there is nothing to sweep)
+        self.reached = False
 
     # -- the target ----------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -247,6 +251,13 @@ class SlurmfloxSession:
             report.user_properties.append(("slurmflox_facts", json.dumps(target_facts(self.state.target))))
         return report
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A check reached the cluster unless its setup was skipped for an unreachable login (its teardown then
+        passes having done nothing)."""
+        away = report.skipped and unreachable_reason(skip_reason(report))
+        if report.failed or (report.when != "teardown" and not away):
+            self.reached = True
+
     # -- the end ------------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
@@ -275,7 +286,7 @@ class SlurmfloxSession:
 
     def _end_run(self) -> None:
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
-        if xdist_controller and self.state.target is None and self.state.spec is not None:
+        if xdist_controller and self.state.target is None and self.state.spec is not None and self.reached:
             # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's
             from .sweep import sweep_after_workers
 

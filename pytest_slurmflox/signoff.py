@@ -196,6 +196,7 @@ class SignOff:
     required: tuple[str, ...]
     profile: str = UNKNOWN.name  #: the kind of target the required set was decided for (profiles.py)
     not_applicable: tuple[str, ...] = ()  #: what did not apply: whole groups, then checks per group
+    one_reason: str = ""  #: the one reason every applicable check was NOT RUN for (an unreachable login)
 
     @property
     def signed(self) -> bool:
@@ -348,16 +349,7 @@ def decide(
         missing[group or NO_GROUP] = (*missing.get(group or NO_GROUP, ()), (nodeid, reason))
     context = (deselected, missing)
     groups = [_summary(g, by_group.get(g, []), g in required, excluded, context, profile) for g in order]
-    why: list[str] = [f"collection error: {e}" for e in collect_errors]
-    if not checks:
-        why.append("no acceptance check was run")
-    for summary in groups:
-        # a required group none of whose checks applied blocks too: the profile did not foresee it (-k may have
-        # left only its not-applicable checks), so nothing of it was shown
-        if summary.required and summary.verdict != PASS:
-            why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))
-        elif not summary.required and summary.verdict == FAIL:
-            why.append(f"group {summary.group} FAILED: " + "; ".join(summary.reasons))
+    why = _why(groups, collect_errors, bool(checks), one := _one_reason(checks))
     return SignOff(
         requested=requested,
         verdict=NOT_SIGNED_OFF if why else SIGNED_OFF,
@@ -366,7 +358,27 @@ def decide(
         required=required,
         profile=profile.name,
         not_applicable=_not_applicable(groups, by_group),
+        one_reason=one,
     )
+
+
+def _why(groups: list[GroupSummary], collect_errors: Iterable[str], ran: bool, one: str) -> list[str]:
+    """Why the run is not signed off; ``one`` (every check NOT RUN for it) is said once, not once per group."""
+    why = [f"collection error: {e}" for e in collect_errors] + ([] if ran else ["no acceptance check was run"])
+    if one:
+        return [*why, f"every check is NOT RUN: {one}"]
+    for summary in groups:  # a required group none of whose checks applied blocks too (profile did not foresee it)
+        if summary.required and summary.verdict != PASS:
+            why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))
+        elif not summary.required and summary.verdict == FAIL:
+            why.append(f"group {summary.group} FAILED: " + "; ".join(summary.reasons))
+    return why
+
+
+def _one_reason(checks: list[Check]) -> str:
+    """The one reason (no ``not run: `` prefix) every applicable check was NOT RUN for, else ""."""
+    applied = {(c.verdict, c.reason.removeprefix(NOT_RUN_PREFIX)) for c in checks if c.verdict != NOT_APPLICABLE}
+    return applied.pop()[1] if len(applied) == 1 and next(iter(applied))[0] == NOT_RUN else ""
 
 
 def summary_lines(signoff: SignOff, run_id: str) -> list[str]:
@@ -380,7 +392,7 @@ def summary_lines(signoff: SignOff, run_id: str) -> list[str]:
         lines.append(
             f"{mark}{g.group:<5} {g.verdict:<14} pass {c[PASS]:>2}  fail {c[FAIL]:>2}  skip {c[SKIP]:>2}{na}  {g.title}"
         )
-        lines.extend(f"         {reason}" for reason in g.reasons)
+        lines.extend(f"         {reason}" for reason in g.reasons if not signoff.one_reason or g.verdict != NOT_RUN)
     mode = "sign-off requested" if signoff.requested else "sign-off not requested (--slurmflox-signoff)"
     lines.append(f"verdict for run {run_id}: {signoff.headline} ({mode}; * = required group)")
     lines.extend(f"  - {reason}" for reason in signoff.reasons)

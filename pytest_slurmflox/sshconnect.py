@@ -111,8 +111,16 @@ def _connect(hop: Hop, sock: Any, timeout: float) -> Any:
         raise
     except OSError as exc:
         client.close()
-        raise RouteRefused(f"{hop.name} did not answer: {exc}") from None
+        raise RouteRefused(f"{hop.name} did not answer: {_why(exc)}") from None
     return client
+
+
+def _why(exc: OSError) -> str:
+    """The operating system's words for a failed connect (paramiko's NoValidConnectionsError keeps them per
+    address in ``errors``; its own text is "[Errno None] Unable to connect ...")."""
+    errors = getattr(exc, "errors", None) or {}
+    words = sorted({e.strerror or str(e) for e in errors.values() if isinstance(e, OSError)})
+    return "; ".join(words) or str(exc)
 
 
 def _no_key(hop: Hop) -> str:

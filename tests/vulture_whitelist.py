@@ -6,7 +6,7 @@ Hooks (``pytest_*``) and fixtures (``@pytest.fixture``) are excluded by the test
 
 _.postfix  # report.ReportWriter.pytest_html_results_summary: a hook parameter, pluggy passes it by name
 _.tx  # concurrency.apply_default_workers sets config.option.tx: pytest-xdist reads it
-_.self_contained_html  # plugin._register_report_writer sets it: pytest-html reads it
+_.self_contained_html  # report.register_report_writer sets it: pytest-html reads it
 _.__test__  # render/values.test_identity_files.__test__ = False: pytest reads it (not a test)
 _.activation  # expectations.Runtime field: filled from the runtime record (dataclass constructor by keyword)
 _.expected_slurm  # settings.Settings field: a setting key (EXPECTED_SLURM), read through the key table

@@ -16,10 +16,13 @@ is judged is Slurm's accounting record of each job, not anything the run says ab
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 import yaml
-from acceptance_helpers import deployed, node_sh, run_pytest
+from acceptance_helpers import clean_env, deployed, local_substrate, node_sh, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +114,40 @@ def test_a_declared_reservation_slurm_does_not_have_fails_the_run_naming_it(site
     assert failed and run.outcomes("passed") == [], run.output[-4000:]
     said = run.messages("failure") + run.messages("error")  # the pre-flight fails in the checks' setup
     assert "slurm.reservation sfxnosuch: Slurm has no such reservation" in said, run.output[-4000:]
+
+
+def _doctor(home, target) -> tuple[int, list[str], float]:
+    """``pytest --slurmflox-check-target=FILE`` as a customer runs it: exit status, lines, the doctor's own seconds."""
+    argv = [sys.executable, "-m", "pytest", f"--slurmflox-check-target={target}", "-p", "no:cacheprovider"]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, cwd=home, capture_output=True, text=True, timeout=120, env=clean_env())
+    lines = (proc.stdout + proc.stderr).splitlines()
+    print("\n".join(lines), f"doctor took {time.monotonic() - t0:.1f}s", sep="\n")
+    return proc.returncode, lines, float(lines[-1].rsplit("; ", 1)[1].rstrip("s")) if lines else 99.0
+
+
+def _rows(lines: list[str]) -> dict[str, str]:
+    return {line.split()[0].lstrip("*"): line for line in lines if line[:1] in "* " and line[1:2] == "T"}
+
+
+def test_the_doctor_foresees_a_run_and_names_accounting_when_slurmdbd_stops(site):
+    """Last in the module (it stops slurmdbd, then restarts its node from kept state): on the healthy cluster the
+    doctor exits 0 with a line per group within 10 s; with slurmdbd stopped it exits 1 naming accounting (TA FAIL:
+    declared, contradicted). Nothing is submitted: the queue holds no job of the doctor's."""
+    home, workdir, target, _ = site
+    rc, lines, took = _doctor(home, target)
+    rows = _rows(lines)
+    assert rc == 0, lines
+    assert took < 10, lines[-1]
+    assert {"T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11", "TP", "TI", "TA", "TR"} <= set(rows), lines
+    assert all(" RUN " in rows[g] for g in ("T4", "TA", "TR")), lines
+    assert any(line.strip().startswith("slurm ") and "slurm " in line for line in lines), lines  # scontrol --version
+    pool = local_substrate(workdir).pool()
+    node_sh(workdir, "db", "kill -TERM $(cat /run/slurmdbd/slurmdbd.pid)")
+    try:
+        rc, lines, took = _doctor(home, target)
+        assert rc == 1, lines
+        assert "FAIL" in _rows(lines)["TA"] and "accounting" in _rows(lines)["TA"], lines
+        assert "TA" in lines[-1] and took < 40, lines[-1]
+    finally:
+        pool.restart_service("slurmdbd")

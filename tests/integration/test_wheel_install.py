@@ -95,3 +95,31 @@ def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, 
     verdicts = [c["verdict"] for c in doc["checks"]]
     assert verdicts.count("PASS") >= 10, verdicts  # real checks ran and passed against the cluster
     assert {c["group"] for c in doc["checks"]} >= {"T3", "T5", "TI"}
+
+
+def test_wheel_against_a_login_on_a_closed_port_says_it_once(venv, tmp_path_factory):
+    """A customer's login that nothing listens on: exit 1, the host named on at most 3 lines (here one, the
+    verdict's one reason, blaming the login, not slurmctld), and every check NOT RUN in the evidence."""
+    import socket
+
+    cwd = tmp_path_factory.mktemp("closed")
+    with socket.socket() as sock:  # a loopback port bound by the kernel's choice, then released: nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    key = cwd / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    target = cwd / "site.yaml"
+    target.write_text(f"version: 1\nname: closed\nlogin: {{host: 127.0.0.1, port: {port}, user: alice, key: {key}}}\n")
+    argv = [str(venv / "bin" / "pytest"), "--pyargs", "pytest_slurmflox.suites", f"--slurmflox-target={target}"]
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [*argv, "--slurmflox-run-id=closed"], cwd=cwd, capture_output=True, text=True, timeout=300, env=_clean_env()
+    )
+    print(proc.stdout[-3000:], proc.stderr[-2000:], f"took {time.monotonic() - t0:.1f}s", sep="\n")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    named = [line for line in (proc.stdout + proc.stderr).splitlines() if f"127.0.0.1:{port}" in line]
+    assert 1 <= len(named) <= 3, named
+    assert f"login alice@127.0.0.1:{port} unreachable (TCP connect)" in named[0] and "slurmctld" not in named[0]
+    doc = json.loads(ReportPaths(cwd / "reports" / "closed").evidence.read_text())
+    verdicts = {c["verdict"] for c in doc["checks"] if c["verdict"] != "NOT APPLICABLE"}
+    assert verdicts == {"NOT RUN"}, verdicts

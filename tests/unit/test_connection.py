@@ -75,14 +75,17 @@ def test_a_target_that_answers_nothing_has_no_capability_and_says_why_for_each(k
     assert target.capabilities == frozenset()
     assert handed == [(spec, None)]  # no Kubernetes on this target: the pool factory is told so
     why = target.why_missing
-    assert why("slurm").startswith("slurmctld not reachable from the login endpoint: ")
+    # the login itself is what is unreachable: one line naming it, never blamed on slurmctld
+    away = f"login alice@127.0.0.1:{spec.login.port} unreachable (TCP connect): "
+    assert target.unreachable is not None and target.unreachable.startswith(away), target.unreachable
+    for capability in ("login", "slurm", "accounting"):
+        assert why(capability) == target.unreachable
     assert why("admin").startswith("administrative login failed: ")
     assert why("kubernetes") == "target 'silent' (existing) has no Kubernetes API"
     assert why("flox-shim").endswith("the Flox containerd shim exists only on Kubernetes nodes")
     for capability in ("worker-pool", "worker-owner", *ABILITIES):
         assert why(capability) == "nothing on this target lists the workers (no Kubernetes, no substrate)"
     assert why("directory") == "target 'silent' declares no directory service (directory: uri, base, user)"
-    assert why("accounting").startswith("slurmdbd does not answer sacctmgr on the login endpoint: ")
     assert why("rest").startswith(f"slurmrestd at http://127.0.0.1:{rest_port} does not answer: ")
 
 

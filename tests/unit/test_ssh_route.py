@@ -122,6 +122,9 @@ def test_a_passphrase_key_is_named_with_the_fix_in_one_line(site, tmp_path, monk
         login_runner(spec.login, None).run("true")
     line = f"{locked}: the private key is protected by a passphrase; load it into ssh-agent: ssh-add {locked}"
     assert str(refused.value) == line
-    target = connect(spec)  # what a run's checks are told: the same line, as why Slurm cannot be reached
+    target = connect(spec)  # what a run's checks are told: the same line, as why the login cannot be reached
     target.close()
-    assert (target.why_missing("slurm") or "").endswith(": " + line)
+    why = target.why_missing("slurm") or ""
+    assert (
+        why.startswith(f"login root@127.0.0.1:{site.login.port} unreachable (credentials): ") and f": {line}; " in why
+    )

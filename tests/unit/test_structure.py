@@ -202,3 +202,32 @@ def test_the_local_pool_gets_the_cluster_not_the_substrate(tmp_path):
     sub = LocalSubstrate(LocalCluster(settings, Workdir(tmp_path), print))
     pool = sub.pool()
     assert pool.cluster is sub.cluster and all(value is not sub for value in vars(pool).values())
+
+
+def _not_hooks(source: str) -> list[str]:
+    """What a module's top level holds besides its docstring, its imports and ``pytest_*`` functions."""
+    offenders = []
+    for i, node in enumerate(ast.parse(source).body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the module docstring
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("pytest_"):
+            continue
+        offenders.append(f"line {node.lineno}: {ast.unparse(node).splitlines()[0]}")
+    return offenders
+
+
+def test_the_plugin_module_holds_only_hooks():
+    """plugin.py (the ``pytest11`` entry point) is pytest's door and nothing else: option parsing lives in
+    options.py, the report writer's registration in report.py, the run's state in session.py."""
+    offenders = _not_hooks((PACKAGE / "plugin.py").read_text())
+    assert offenders == [], "plugin.py holds only pytest_* hook functions:\n" + "\n".join(offenders)
+
+
+def test_the_hooks_only_rule_catches_a_helper_a_class_and_a_constant():
+    planted = (
+        '"""doc"""\nimport os\n\nLIMIT = 3\n\n\ndef pytest_configure(config):\n    pass\n\n\n'
+        "def _register(config):\n    pass\n\n\nclass EarlyOptions:\n    pass\n"
+    )
+    assert [o.split(":", 1)[0] for o in _not_hooks(planted)] == ["line 4", "line 11", "line 15"]

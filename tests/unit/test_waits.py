@@ -121,25 +121,46 @@ def test_poll_last_lets_the_look_stop_the_wait_at_once():
         poll_last(look, lambda _: False, what="worker9 kept out of sinfo", timeout=60)
 
 
-#: The deadline loops that are not a poll of a condition, and why (each also says so where it stands).
+#: The deadline loops that are not a poll of a condition: how many lines each file has, and why (each also says so
+#: where it stands).
 NOT_A_POLL = {
-    "pytest_slurmflox/waits.py": "poll itself",
-    "pytest_slurmflox/run.py": "SSHRunner.run drains the channel until EOF; a timeout is a result (rc 124)",
-    "pytest_slurmflox/kube.py": "a pod exec drains the websocket until it closes; a timeout is a result (rc 124)",
+    "pytest_slurmflox/waits.py": (1, "poll itself"),
+    "pytest_slurmflox/run.py": (
+        2,
+        "SSHRunner.run drains the channel until EOF (and a grace after exit); a timeout is a result (rc 124)",
+    ),
+    "pytest_slurmflox/kube.py": (1, "a pod exec drains the websocket until it closes; a timeout is a result (rc 124)"),
 }
+#: A hand-written deadline: ``time.monotonic() + timeout`` kept for later, or ``time.monotonic() - t0 > timeout``
+#: compared in the loop (either side, ``<``, ``>``, ``<=``, ``>=``).
+DEADLINE = re.compile(r"monotonic\(\)\s*\+|monotonic\(\)\s*-\s*[\w.]+\s*[<>]|[<>]=?\s*(?:time\.)?monotonic\(\)\s*-")
+
+
+def _deadlines(text: str) -> list[int]:
+    return [n for n, line in enumerate(text.splitlines(), 1) if DEADLINE.search(line)]
 
 
 def test_the_package_and_the_suites_wait_through_poll():
-    """A hand-written ``time.monotonic() + ...`` deadline in the package or the suites is a poll() that was not
-    used (#28); waits.poll_last keeps a check's own FAIL message."""
+    """A hand-written deadline in the package or the suites is a poll() that was not used (#28); waits.poll_last
+    keeps a check's own FAIL message."""
     root = SUITES.parent
-    deadline = re.compile(r"time\.monotonic\(\)\s*\+")
     found = [
         f"{path.relative_to(root)}:{n}"
         for top in ("pytest_slurmflox", "suites")
         for path in sorted((root / top).rglob("*.py"))
-        for n, line in enumerate(path.read_text().splitlines(), 1)
-        if deadline.search(line)
+        for n in _deadlines(path.read_text())
     ]
     per_file = Counter(f.rsplit(":", 1)[0] for f in found)
-    assert per_file == dict.fromkeys(NOT_A_POLL, 1), f"use waits.poll/poll_last (or list it here): {found}"
+    assert per_file == {f: n for f, (n, _) in NOT_A_POLL.items()}, (
+        f"use waits.poll/poll_last (or list it here): {found}"
+    )
+
+
+def test_the_deadline_rule_sees_both_forms():
+    """Both forms of a hand-written deadline are found, as qemu/ready.py's loop once was."""
+    loop = (
+        "t0 = time.monotonic()\nwhile True:\n    if time.monotonic() - t0 > timeout:\n        raise X\n"
+        "deadline = time.monotonic() + 5\nif timeout < monotonic() - start:\n    pass\n"
+        "took = time.monotonic() - t0\n"
+    )
+    assert _deadlines(loop) == [3, 5, 6]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...nodeset import NodeSetMissing, NodeSetView
+from ...waits import WaitTimedOut, poll_missing
 from .. import SubstrateUnavailable
 
 if TYPE_CHECKING:
@@ -76,17 +77,20 @@ def wait_ready(
     poll: float = 5.0,
     say: Callable[[str], None] = print,
 ) -> float:
-    """Block until :func:`not_ready` is empty; returns the seconds waited. Raises SubstrateUnavailable naming
-    what is still not ready when ``timeout`` passes."""
+    """Block until :func:`not_ready` is empty (through :func:`~pytest_slurmflox.waits.poll_missing`); returns the
+    seconds waited. Raises SubstrateUnavailable naming what is still not ready when ``timeout`` passes."""
     t0 = time.monotonic()
     last: list[str] = []
-    while True:
+
+    def check() -> str | None:
         missing = not_ready(kube, release)
-        if not missing:
-            return time.monotonic() - t0
-        if missing != last:
+        if missing and missing != last:
             say("waiting for the slurm release: " + "; ".join(missing))
-            last = missing
-        if time.monotonic() - t0 > timeout:
-            raise SubstrateUnavailable(f"the slurm release is not ready after {timeout:.0f}s: " + "; ".join(missing))
-        time.sleep(poll)
+            last[:] = missing
+        return "; ".join(missing) or None
+
+    try:
+        poll_missing(check, what="the slurm release", timeout=timeout, interval=poll)
+    except WaitTimedOut as exc:
+        raise SubstrateUnavailable(f"the slurm release is not ready after {timeout:.0f}s: {exc.last}") from None
+    return time.monotonic() - t0

@@ -1,0 +1,115 @@
+"""The doctor (``--slurmflox-check-target=FILE``): before a run, what a run against this target file would do.
+
+Contract of :func:`doctor`: the file is read against the schema (a mistake: one line, exit 4, no connection); the
+cluster is connected once (connection.py, which also asks accounting, REST and the directory) and asked what it has
+with read-only commands only (:data:`FACTS`: nothing is submitted to the queue); then one line per group: RUN,
+NOT APPLICABLE (the profile's reason), SKIP or FAIL (a declared capability that does not answer: the cluster
+contradicts the file) or NOT RUN (keys the file does not declare, or the login unreachable). The verdict rules are
+the suites' own (profiles.py, declared.py, gates.DECLARED_BY). Exit 0 when every required group would run, else 1.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .groups import CAPABILITY_GROUPS, GROUPS
+
+#: What the cluster is asked, read-only: label -> command on the login endpoint.
+FACTS: dict[str, str] = {
+    "slurm": "scontrol --version",
+    "partitions": "sinfo -h -o '%P %a %D %T'",
+    "nodes": "sinfo -h -N -o '%N %P %T'",
+    "mpi": "srun --mpi=list 2>&1 | sed 1d",
+    "task prolog": "scontrol show config | grep -E '^TaskProlog '",
+}
+
+
+@dataclass(frozen=True)
+class GroupLine:
+    """One group's foreseen outcome and why."""
+
+    group: str
+    verdict: str
+    why: str
+    required: bool
+
+
+def foresee(target: object, profile: object, undeclared: dict[str, list[str]]) -> list[GroupLine]:
+    """Each non-destructive group's foreseen outcome on a connected ``target`` (connection.Target)."""
+    from .gates import DECLARED_BY
+    from .groups import DESTRUCTIVE_GROUPS
+
+    required = set(profile.required())  # type: ignore[attr-defined]
+    lines = []
+    for group in (g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g != "TW"):
+        verdict, why = "RUN", "everything it needs is declared and answers"
+        cap = CAPABILITY_GROUPS.get(group)
+        if group in profile.groups:  # type: ignore[attr-defined]
+            verdict, why = "NOT APPLICABLE", profile.groups[group]  # type: ignore[attr-defined]
+        elif target.unreachable:  # type: ignore[attr-defined]
+            verdict, why = "NOT RUN", "the login is unreachable (above)"
+        elif target.why_missing("slurm"):  # type: ignore[attr-defined]
+            verdict, why = "FAIL", target.why_missing("slurm")  # type: ignore[attr-defined]
+        elif cap and target.why_missing(cap):  # type: ignore[attr-defined]
+            declared = DECLARED_BY[cap](target.spec)  # type: ignore[attr-defined]
+            verdict = "FAIL" if declared else "SKIP"
+            why = f"{cap} declared, but the cluster contradicts it: " if declared else ""
+            why += target.why_missing(cap)  # type: ignore[attr-defined]
+        elif undeclared.get(group):
+            verdict, why = "NOT RUN", "the target file does not declare " + ", ".join(undeclared[group])
+        lines.append(GroupLine(group, verdict, why, group in required))
+    return lines
+
+
+def ask(login: object, say: Callable[[str], None]) -> None:
+    """Print what the cluster answers to :data:`FACTS` (each at most a few lines)."""
+    for label, command in FACTS.items():
+        try:
+            res = login.run(command, timeout=15)  # type: ignore[attr-defined]
+            text = res.stdout.strip() if res.ok else f"(no answer: {res.describe(200)})"
+        except Exception as exc:
+            text = f"(no answer: {exc})"
+        rows = text.splitlines() or ["(none)"]
+        say(f"  {label:<12} {rows[0]}")
+        for row in rows[1:8]:
+            say(f"  {'':<12} {row}")
+        if len(rows) > 8:
+            say(f"  {'':<12} ... and {len(rows) - 8} more")
+
+
+def doctor(path: Path, say: Callable[[str], None] = print) -> int:
+    """Check the target file at ``path`` against the cluster it names; the exit status (see the module)."""
+    from .connection import connect
+    from .declared import undeclared
+    from .profiles import profile_of
+    from .target import TargetError, load_target
+
+    t0 = time.monotonic()
+    try:
+        spec = load_target(path)
+    except TargetError as exc:
+        say(f"slurmflox: target file {path}: {exc}")
+        return pytest.ExitCode.USAGE_ERROR
+    profile = profile_of(spec)
+    say(f"slurmflox doctor: target {spec.name!r} ({path}), profile {profile.name}")
+    target = connect(spec)
+    try:
+        if target.unreachable is None:
+            ask(target.login, say)
+        else:
+            say(f"  {target.unreachable}")
+        lines = foresee(target, profile, undeclared(spec) if spec.declared is not None else {})
+    finally:
+        target.close()
+    for line in lines:
+        mark = "*" if line.required else " "
+        say(f"{mark}{line.group:<5} {line.verdict:<14} {' '.join(line.why.split())[:400]}")  # one line each
+    blocking = [g.group for g in lines if g.required and g.verdict != "RUN"]
+    verdict = f"NOT reachable (blocked: {', '.join(blocking)})" if blocking else "reachable"
+    say(f"sign-off {verdict}; * = required group; {time.monotonic() - t0:.1f}s")
+    return pytest.ExitCode.TESTS_FAILED if blocking else pytest.ExitCode.OK
