@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sshd import free_port, keygen
 
 from pytest_slurmflox.connection import connect
 from pytest_slurmflox.reach import reach
@@ -23,21 +22,9 @@ from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.target import parse_target
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def key(tmp_path: Path) -> Path:
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    )
-    path = tmp_path / "id_ed25519"
-    path.write_bytes(pem)
-    path.chmod(0o600)
-    return path
+    return keygen(tmp_path / "id_ed25519")
 
 
 @pytest.fixture
@@ -66,7 +53,7 @@ def _runner(host: str, port: int, key: Path) -> SSHRunner:
 
 
 def test_a_closed_port_is_the_tcp_connect_stage_naming_user_host_port(key: Path):
-    port = _closed_port()
+    port = free_port()
     away = reach(_runner("127.0.0.1", port, key))
     assert away is not None
     line = away.line()
@@ -105,7 +92,7 @@ def test_connect_asks_an_unreachable_login_once_and_asks_slurm_nothing(key: Path
 def test_every_check_is_not_run_with_the_one_reason(key: Path, tmp_path: Path):
     """A pytest run against a login on a closed port: exit 1, every check NOT RUN, the login named on one line
     (the verdict's one reason), slurmctld never blamed, no sweep attempted on the unreachable login."""
-    port = _closed_port()
+    port = free_port()
     target = tmp_path / "target.yaml"
     target.write_text(f"version: 1\nname: away\nlogin: {{host: 127.0.0.1, port: {port}, user: alice, key: {key}}}\n")
     checks = tmp_path / "test_three.py"
