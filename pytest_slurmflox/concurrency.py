@@ -38,7 +38,7 @@ WHOLE_COHORT = "whole_cohort"
 #: runs after the other short checks, so it finds the observation made instead of waiting on the run's lock for it.
 JUDGES_SHARED = "judges_shared"
 
-#: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (README
+#: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (docs/performance.md
 #: "Speed"): two xdist workers keep the time-limit wait and the other checks side by side; more add start-up cost
 #: on two cores without more overlap (one long check).
 AUTO_WORKERS = 2
