@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from .groups import DESTRUCTIVE_GROUPS
 from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from .submit import is_run_id
 from .workdir import Workdir, WorkerRevisionFile
@@ -69,8 +70,17 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("slurmflox-target", "target file (YAML) of an existing cluster; nothing is provisioned"),
     Option("slurmflox-groups", "comma-separated acceptance groups to run, e.g. T3,T5,TP,TI"),
-    Option("slurmflox-destructive", "allow the destructive lifecycle groups (T11R/U/C/F)", kind="bool"),
-    Option("slurmflox-signoff", "sign-off mode: a SKIP of a required group fails the run", kind="bool"),
+    Option(
+        "slurmflox-destructive",
+        f"allow the destructive, opt-in groups ({', '.join(sorted(DESTRUCTIVE_GROUPS))}) without naming them",
+        kind="bool",
+    ),
+    Option(
+        "slurmflox-signoff",
+        "sign-off mode: the run fails unless every check of every required group PASSes "
+        "(a FAIL, SKIP, NOT RUN or deselected check blocks it)",
+        kind="bool",
+    ),
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
     Option(

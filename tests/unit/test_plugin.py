@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.groups import GROUPS, MARKERS
+from pytest_slurmflox.groups import DESTRUCTIVE_GROUPS, GROUPS, MARKERS
 from pytest_slurmflox.options import OPTIONS
 from pytest_slurmflox.settings import KEYS
 
@@ -231,3 +231,14 @@ def test_an_unrelated_run_in_the_same_venv_is_not_touched_by_bare_names(tmp_path
         check=False,
     )
     assert "slurmflox:" not in verbose.stdout, verbose.stdout  # not even the header of a run that is not ours
+
+
+def test_the_help_names_every_destructive_group_and_what_a_signoff_refuses():
+    """``--help`` and the README say the same: every opt-in group, and that a sign-off needs every required check."""
+    helps = {option.name: option.help for option in OPTIONS}
+    assert all(group in helps["slurmflox-destructive"] for group in DESTRUCTIVE_GROUPS)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    rows = [line for line in readme if line.startswith("| ") and "destructive" in line]
+    assert all(any(group in row.split("|")[1] for row in rows) for group in DESTRUCTIVE_GROUPS), rows
+    for refused in ("FAIL", "SKIP", "NOT RUN", "deselected"):
+        assert refused in helps["slurmflox-signoff"]
