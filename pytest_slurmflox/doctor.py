@@ -14,10 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .groups import CAPABILITY_GROUPS, GROUPS
+
+if TYPE_CHECKING:
+    from .connection import Target
+    from .profiles import Profile
+    from .run import Runner
 
 #: What the cluster is asked, read-only: label -> command on the login endpoint.
 FACTS: dict[str, str] = {
@@ -39,38 +45,37 @@ class GroupLine:
     required: bool
 
 
-def foresee(target: object, profile: object, undeclared: dict[str, list[str]]) -> list[GroupLine]:
+def foresee(target: Target, profile: Profile, undeclared: dict[str, list[str]]) -> list[GroupLine]:
     """Each non-destructive group's foreseen outcome on a connected ``target`` (connection.Target)."""
     from .gates import DECLARED_BY
     from .groups import DESTRUCTIVE_GROUPS
 
-    required = set(profile.required())  # type: ignore[attr-defined]
+    required = set(profile.required())
     lines = []
     for group in (g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g != "TW"):
         verdict, why = "RUN", "everything it needs is declared and answers"
         cap = CAPABILITY_GROUPS.get(group)
-        if group in profile.groups:  # type: ignore[attr-defined]
-            verdict, why = "NOT APPLICABLE", profile.groups[group]  # type: ignore[attr-defined]
-        elif target.unreachable:  # type: ignore[attr-defined]
+        if group in profile.groups:
+            verdict, why = "NOT APPLICABLE", profile.groups[group]
+        elif target.unreachable:
             verdict, why = "NOT RUN", "the login is unreachable (above)"
-        elif target.why_missing("slurm"):  # type: ignore[attr-defined]
-            verdict, why = "FAIL", target.why_missing("slurm")  # type: ignore[attr-defined]
-        elif cap and target.why_missing(cap):  # type: ignore[attr-defined]
-            declared = DECLARED_BY[cap](target.spec)  # type: ignore[attr-defined]
+        elif slurm_missing := target.why_missing("slurm"):
+            verdict, why = "FAIL", slurm_missing
+        elif cap and (cap_missing := target.why_missing(cap)):
+            declared = DECLARED_BY[cap](target.spec)
             verdict = "FAIL" if declared else "SKIP"
-            why = f"{cap} declared, but the cluster contradicts it: " if declared else ""
-            why += target.why_missing(cap)  # type: ignore[attr-defined]
+            why = (f"{cap} declared, but the cluster contradicts it: " if declared else "") + cap_missing
         elif undeclared.get(group):
             verdict, why = "NOT RUN", "the target file does not declare " + ", ".join(undeclared[group])
         lines.append(GroupLine(group, verdict, why, group in required))
     return lines
 
 
-def ask(login: object, say: Callable[[str], None]) -> None:
+def ask(login: Runner, say: Callable[[str], None]) -> None:
     """Print what the cluster answers to :data:`FACTS` (each at most a few lines)."""
     for label, command in FACTS.items():
         try:
-            res = login.run(command, timeout=15)  # type: ignore[attr-defined]
+            res = login.run(command, timeout=15)
             text = res.stdout.strip() if res.ok else f"(no answer: {res.describe(200)})"
         except Exception as exc:
             text = f"(no answer: {exc})"
