@@ -7,7 +7,7 @@ expectation the file does not declare is NOT RUN naming the key, never compared 
 
 Keys are the target file's own paths (``expect.settings.WORKER_CPUS``, ``slurm.partition``, ``identity.uid``).
 :data:`GROUP_KEYS` is the one table: the start-of-run message lists what a target leaves out per group from it,
-README "Running against your cluster" is checked against it (tests/unit/test_declared.py), and the same test proves
+docs/customer.md "What each group needs" is checked against it (tests/unit/test_declared.py), and the same test proves
 that the ``declared(...)`` calls in suites/ ask for exactly these keys, group by group.
 """
 
@@ -124,7 +124,7 @@ SERVICE_SECTIONS: Mapping[str, str] = {**CAPABILITY_GROUPS, "TDC": "directory", 
 
 
 def readme_table() -> str:
-    """The README's table of what a customer target file must declare per group (tests keep the README equal)."""
+    """The table of what a customer target file must declare per group (docs/customer.md; tests keep it equal)."""
     rows = [
         "| Group | The target file must declare |",
         "|---|---|",

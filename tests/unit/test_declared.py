@@ -1,8 +1,8 @@
 """Declared expectations only (issue 17): a customer target's undeclared expectation makes its checks NOT RUN.
 
 The table group -> keys (pytest_slurmflox/declared.py) is the one source: the start message is made from it, the
-README's table must equal it, and the ``declared(...)`` calls in suites/ must ask for exactly its keys, group by
-group (so a check that starts comparing with a new setting cannot forget to declare it, nor the README lag).
+table in docs/customer.md must equal it, and the ``declared(...)`` calls in suites/ must ask for exactly its keys, group by
+group (so a check that starts comparing with a new setting cannot forget to declare it, nor the page lag).
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def test_the_declared_helper_is_not_run_naming_the_key_and_silent_when_declared(
     declared(SimpleNamespace(spec=parse_target({"substrate": "local", "login": LOGIN})), "anything")
 
 
-# ------------------------------------------------------------------------ the table, the suites and the README
+# --------------------------------------------------------------------- the table, the suites and the docs page
 def _keys(node: ast.expr) -> set[str]:
     """The keys one argument of ``declared(target, ...)`` can name: constants of declared.py, both branches of a
     conditional, a starred tuple."""
@@ -222,8 +222,8 @@ def test_the_cohort_preflight_asks_for_the_common_keys():
 
 
 def test_the_readme_table_is_the_codes_table():
-    readme = (ROOT / "README.md").read_text()
-    assert readme_table() in readme, "README 'Running against your cluster': paste declared.readme_table()"
+    page = (ROOT / "docs" / "customer.md").read_text()
+    assert readme_table() in page, "docs/customer.md 'What each group needs': paste declared.readme_table()"
 
 
 def test_the_reports_environment_table_shows_an_undeclared_expectation_as_such():

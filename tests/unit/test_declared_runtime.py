@@ -14,6 +14,7 @@ from pytest_slurmflox.connection import Target, probe_runtime
 from pytest_slurmflox.declaredruntime import DeclaredRecord, parse_runtime, runtime_document
 from pytest_slurmflox.expectations import Runtime, expected_exports, task_env_problems
 from pytest_slurmflox.target import TargetError, parse_target, target_document
+from pytest_slurmflox import targetschema
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "/nix/store/0000000000000000000000000000000a-hpc-17"
@@ -112,8 +113,10 @@ def test_a_declared_runtime_is_the_runtime_record_capability_and_the_targets_rec
 
 def test_the_readme_example_target_declares_a_runtime_that_parses():
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Running against an existing cluster") :]
+    section = readme[readme.index("## Your cluster, end to end") :]
     block = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert block, "README: the existing-cluster example target"
-    spec = parse_target(yaml.safe_load(block.group(1)), path=ROOT / "site-a.yaml")
+    doc = yaml.safe_load(block.group(1))
+    assert targetschema.problems(doc) == []  # the schema, every key known and typed, before the parser
+    spec = parse_target(doc, path=ROOT / "site-a.yaml")
     assert spec.runtime is not None and spec.runtime.nar_hash and spec.runtime.executables
