@@ -7,7 +7,7 @@ broken is named. The program is compiled for the occasion on a worker with the w
 Where the expectations come from: the program is written here and prints its world size and ranks; the expected
 size and node spread are the cohort the pre-flight decided (Slurm's partition cross-checked with the owner).
 Starting is not talking: a second program (suites/_mpitalk.py) exchanges messages in a ring across every worker and
-all-to-all, and a pair of workers that cannot exchange one is named.
+then between every pair, and a pair of workers that cannot exchange one is named.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pytest_slurmflox.waits import job_timeout
 
 from ._capability import requirement
 from ._cohort import across
-from ._mpitalk import MPI_TALK, WAIT_S, silent_pairs
+from ._mpitalk import MPI_TALK, WAIT_S, exchange_seconds, pairs_message, program_seconds, silent_pairs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T6]
 
@@ -92,20 +92,23 @@ def test_mpi_ranks_on_every_worker(submit, target, workers):
 
 
 def test_mpi_ranks_talk_between_every_pair_of_workers(submit, target, workers):
-    """One rank on every worker; each rank sends to the next (a ring over the whole cohort) and to every other
-    (all-to-all), each receive bounded by ``MPI_Wtime`` (suites/_mpitalk.py): a pair of workers whose ranks start
-    but cannot exchange a message FAILS naming the pair (sender -> receiver)."""
+    """One rank on every worker; each rank sends to the next (a ring over the whole cohort), then to every other in
+    shifted rounds, each receive bounded by ``MPI_Wtime`` and the whole exchange by a budget that grows with the
+    cohort (suites/_mpitalk.py): a pair of workers whose ranks start but cannot exchange a message FAILS naming the
+    pair (sender -> receiver)."""
     if len(workers) < 2:
         pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
     program = _probe(submit, target, "mpi_talk", MPI_TALK, "")
     n = len(workers)
-    # the allocation and PMIx wire-up (as the start check), then two exchanges of at most WAIT_S each
-    step = across(submit, workers, quoted("%s", program), args="--mpi=pmix", timeout=job_timeout(stages=2) + 2 * WAIT_S)
+    # the allocation and PMIx wire-up (as the start check), then the ring and every round, within the program's alarm
+    budget = exchange_seconds(n)
+    script = quoted("%s %s", program, f"{budget:g}")
+    step = across(submit, workers, script, args="--mpi=pmix", timeout=job_timeout(stages=2) + program_seconds(n))
     problems = step.wrong(lambda node, lines: None if any(x.startswith("rank=") for x in lines) else "no rank ran")
     pairs = silent_pairs(step.lines, n)
     requirement(
         step.result.ok and not problems and not pairs,
-        f"the ranks on the {n} workers exchange messages (ring and all-to-all, {WAIT_S} s per exchange): "
-        + "; ".join(problems + [f"{pair} cannot talk" for pair in pairs]),
+        f"the ranks on the {n} workers exchange messages (a ring, then every pair in {n - 1} rounds; {WAIT_S} s per "
+        f"round, {budget:g} s for all): " + "; ".join(problems + pairs_message(pairs)),
         step.result,
     )

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 from pytest_slurmflox.suites._failclosed import CASES, judge, probe_script
-from pytest_slurmflox.suites._mpitalk import senders, silent_pairs
+from pytest_slurmflox.suites._mpitalk import (
+    MPI_TALK,
+    NAMED_PAIRS,
+    WAIT_S,
+    exchange_seconds,
+    pairs_message,
+    program_seconds,
+    senders,
+    silent_pairs,
+)
 
 PROLOG = Path(__file__).resolve().parents[2] / "provision" / "task-prolog.sh"
 
@@ -98,3 +107,25 @@ def test_a_silent_pair_is_named_sender_to_receiver():
 def test_a_rank_ended_before_it_heard_names_every_pair_it_did_not_hear():
     lines = {"w0": ["rank=0 size=2"], "w1": _talk(1, 2)}
     assert silent_pairs(lines, 2) == ["w1 -> w0 (ring)", "w1 -> w0 (all)"]
+
+
+def test_the_exchange_budget_grows_with_the_peers_and_bounds_the_program():
+    assert exchange_seconds(3) == WAIT_S + 1.0
+    assert exchange_seconds(64) == WAIT_S + 31.5
+    assert program_seconds(4096) == WAIT_S + exchange_seconds(4096) + 10
+
+
+def test_a_world_where_nothing_talks_is_named_in_a_bounded_message():
+    pairs = [f"w{s} -> w{r} (all)" for s in range(64) for r in range(64) if s != r]
+    said = pairs_message(pairs)
+    assert said[:NAMED_PAIRS] == [f"{pair} cannot talk" for pair in pairs[:NAMED_PAIRS]]
+    assert said[-1] == f"and {len(pairs) - NAMED_PAIRS} more pairs cannot talk ({len(pairs)} in all)"
+    assert pairs_message(pairs[:2]) == [f"{pair} cannot talk" for pair in pairs[:2]]
+
+
+def test_the_talking_program_exchanges_in_shifted_rounds_and_stays_until_the_end_when_it_heard_a_silence():
+    """The C source's own contract (it is compiled on a worker, never here): one new peer per round, each round
+    bounded by WAIT_S, a rank with a silence waits for the exchange's end before it exits."""
+    assert "to = (rank + k) % size, from = (rank + size - k) % size" in MPI_TALK
+    assert "round_end < end ? round_end : end" in MPI_TALK
+    assert MPI_TALK.index("while (MPI_Wtime() < end)") < MPI_TALK.index("return 3;")
