@@ -1,9 +1,8 @@
-"""Where a cluster keeps its secrets, read from the cluster's own configuration (issue 26: "secrets at unlisted
-paths").
+"""Where a cluster keeps its secrets, read from the cluster's own configuration, wherever the site put them.
 
-T10 used to probe three fixed key paths; a site whose JWT key, Munge key or Slurm key lives elsewhere passed with
-its key readable by every user. The places come from ``scontrol show config`` (what slurmctld runs with) and, for
-Munge, from munged's own arguments on each worker; ``%n``/``%h`` are resolved per worker as slurmd resolves them.
+A site whose JWT key, Munge key or Slurm key lives at a path of its own is probed there: the places come from
+``scontrol show config`` (what slurmctld runs with) and, for Munge, from munged's own arguments on each worker;
+``%n``/``%h`` are resolved per worker as slurmd resolves them.
 
 Sources (Slurm's slurm.conf(5), sackd(8), munged(8), jwt.html):
 

@@ -1,5 +1,5 @@
-"""Whether a worker holds a *local* account for a user: asked of the worker's resolver, source by source (issue 26:
-"local accounts outside two files").
+"""Whether a worker holds a *local* account for a user: asked of the worker's resolver, source by source, so a
+local account outside /etc/passwd and /etc/group is found and named with the source that keeps it.
 
 Reading /etc/passwd and /etc/group misses a local account kept elsewhere (``compat``, ``extrausers``' own files,
 systemd's userdb records) and says nothing about which service a name comes from. Asking ``getent -s <source>``

@@ -113,7 +113,7 @@ def finish(
 ) -> Result:
     """The one way a runner turns an outcome into a :class:`Result` and hands it to the observer."""
     took = time.monotonic() - t0
-    # when it started, on the wall clock (the evidence's and the timeline's); it used to be when it finished
+    # when it started, on the wall clock (the evidence's and the timeline's), not when it finished
     result = Result(command, where, user, rc, out, err, took, started=time.time() - took)
     if observer is not None:
         observer(result)
@@ -240,7 +240,7 @@ class SSHRunner:
         channel.settimeout(timeout)
         start = "sfx-start-" + secrets.token_hex(6)
         # The login shell may print before our command (a site .bashrc or profile that echoes): everything
-        # before the start marker is the site's, never part of what a check reads (issue 17).
+        # before the start marker is the site's, never part of what a check reads.
         started = f"printf '%s\\n' {start}; printf '%s\\n' {start} >&2; "
         channel.exec_command("bash -c " + shlex.quote(started + with_env(line, env)))
         if input is not None:

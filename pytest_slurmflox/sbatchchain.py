@@ -2,7 +2,7 @@
 
 Why: a run's early jobs (early.py: T7's time limit, array and afterok chain) were one ``sbatch`` round trip each,
 twelve commands with the output directory, while every xdist process waited on the run's lock before its first
-check (#29). One command does it in one round trip. A login node's profile may print: only the lines this command
+check. One command does it in one round trip. A login node's profile may print: only the lines this command
 marked itself (a per-call mark) are read. sbatch's own behaviour is unchanged: each script goes on its stdin (a
 quoted here-document), with the options given, ``--parsable``.
 

@@ -113,7 +113,7 @@ class Workdir:
             self.local / "conf" / "slurm.key",
             self.local / "login" / "ssh_host_ed25519_key",
             self.local / "login" / "ssh_host_ed25519_key.pub",
-            # #13: the accounting database password, slurmdbd.conf (holds it) and the auth/jwt key
+            # the accounting database password, slurmdbd.conf (holds it) and the auth/jwt key
             self.local / "accounting" / "db_password.key",
             self.local / "accounting" / "slurmdbd.conf",
             self.local / "accounting" / "jwt_hs256.key",

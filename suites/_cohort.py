@@ -1,10 +1,10 @@
 """The worker cohort, and showing a per-worker property on every worker of it in one step.
 
 Why one step: a property shown one job (or one SSH command) per worker costs a scheduler pass per worker, and the
-run grows with the cohort (issue 29: TR's REST environments 3.6 s at 3 workers, 36.7 s at 32). One
+run grows with the cohort. One
 ``srun -N<n> --ntasks-per-node=1 -w <every worker>`` step costs one allocation whatever the cohort; each task prints
 its lines marked with the check's nonce and its node, the output is parsed once, and a worker whose line is missing
-or wrong is named (issue 26: "every worker, every time").
+or wrong is named: every worker, every time.
 
 Why the cohort pre-flight is strict: a worker whose slurmd stopped is ``idle*`` in ``sinfo`` until slurmctld marks
 it down; counting it as serving let a run crawl for 15 minutes with every job waiting for it. Any of the flags

@@ -1,7 +1,7 @@
 """The per-check nonce mark, and one script run once on each worker with every line marked by node.
 
 Why a module of its own: a site's TaskProlog, a login banner or a shell profile writes to the same stdout as our
-command (issue 17); every suite that reads a command's output reads only the lines that carry its own nonce, so the
+command; every suite that reads a command's output reads only the lines that carry its own nonce, so the
 marking and the reading are spelled once, here.
 """
 
@@ -23,7 +23,7 @@ class Mark:
 
     A site's TaskProlog (``print ...``), a login banner, the MOTD or a shell profile that echoes write to the same
     stdout as our command; reading only the lines that carry this check's nonce means such lines never change a
-    verdict, whatever they say (issue 17)."""
+    verdict, whatever they say."""
 
     nonce: str
 

@@ -1,4 +1,4 @@
-"""T2's Nix store check (issue #20): each worker runs from exactly the store paths of the pinned generation, unmodified.
+"""T2's Nix store check: each worker runs from exactly the store paths of the pinned generation, unmodified.
 
 Two ways to know the store paths, never from the worker under test:
 

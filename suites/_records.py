@@ -65,8 +65,8 @@ def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
 
 def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     """FAIL "declared environment not realized", naming each worker, when the target declares a Flox environment
-    (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (issue 26: seen on an
-    independent Slurm 22.05 cluster, where T2 and TP used to SKIP for the missing record). One step on every
+    (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (a FAIL, never a SKIP
+    for the missing record). One step on every
     worker; ``--export=NONE``: only what the worker side gives the task counts, never the login's variables."""
     from pytest_slurmflox.declared import ENV, missing
     from pytest_slurmflox.expectations import unrealized_environment

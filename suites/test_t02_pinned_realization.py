@@ -6,7 +6,7 @@ the target file) and what it has at its realized path is that generation's conte
 Where the expectations come from (never from a file the worker wrote):
 
 - the pinned reference: the target file's ``expect.settings`` (WORKER_FLOX_ENV, WORKER_FLOX_GENERATION); that it
-  is ``owner/name:generation`` is no check here: the settings validators refuse any other target file (issue 26);
+  is ``owner/name:generation`` is no check here: the settings validators refuse any other target file;
 - the content: the runtime provider's own record of the realized generation (local: the content digest, store
   entry and reference the local runtime provider recorded on the host when it realized ``local/<name>:<gen>``,
   read through the worker pool; an existing cluster: the target file's declared ``runtime``, its realized path,
@@ -72,7 +72,7 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
 
 
 def test_every_worker_runs_the_pinned_nix_store_path_unmodified(target, submit, workers, expect):
-    """#20: each worker runs from exactly the store paths of the pinned generation, unmodified (suites/_nixstore.py).
+    """Each worker runs from exactly the store paths of the pinned generation, unmodified (suites/_nixstore.py).
 
     Local: the path our code computes for the pinned generation, Nix's verify-path in the substrate's store, and on
     each worker what its profile points at, what its tasks were activated from and the NAR hash of what it has

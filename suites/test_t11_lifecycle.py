@@ -115,7 +115,7 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     watcher = Watcher(target)
     watcher.start()
     try:
-        mark = Mark.new()  # a site prolog or banner may print into the output: only our marked lines count (#26)
+        mark = Mark.new()  # a site prolog or banner may print into the output: only our marked lines count
         profile = "/run/flox-task-profile/current"
         queued = submit.sbatch(
             "#!/bin/bash\n" + mark.wrap(f"cat {profile}/path-precedence {profile}/revision") + "\n",

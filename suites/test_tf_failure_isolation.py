@@ -11,7 +11,7 @@ Where the expectations come from: the broken definitions are the local runtime p
 worker must report is known here; the healthy cohort is the ``workers`` fixture (Slurm cross-checked with the
 owner).
 
-Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py, #29):
+Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py):
 their time out of Slurm runs beside the other checks, and each check, run last, judges a worker that has been out of
 Slurm since then, waiting only for what is left of :data:`WINDOW` (the whole window when it started its own).
 """

@@ -152,7 +152,7 @@ def records(target, workers, expect):
 
 
 def _realized(records, target, submit, workers) -> dict:
-    """The runtime records; without any: FAIL when the declared environment is not realized (#26), else SKIP."""
+    """The runtime records; without any: FAIL when the declared environment is not realized, else SKIP."""
     if isinstance(records, str):
         require_flox_runtime(target, submit, workers)
         pytest.skip(records)

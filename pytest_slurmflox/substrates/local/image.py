@@ -63,9 +63,9 @@ NODE_PACKAGES = (
     "procps",
     "iproute2",
     "passwd",
-    "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
-    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # #13 directory identity: slapd on ctl, nslcd on login
-    # #13: accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
+    "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path
+    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # directory identity: slapd on ctl, nslcd on login
+    # accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
     # controller side); Debian's packages, started by node-init.sh like every other daemon (no systemd here)
     "slurmdbd",
     "mariadb-server",

@@ -1,4 +1,4 @@
-"""A Nix store owned by the local substrate: environment generations as Nix derivations (issue #20).
+"""A Nix store owned by the local substrate: environment generations as Nix derivations.
 
 Why: a Flox generation is a Nix closure, and a worker pinned to ``owner/name:N`` is right only if it runs from
 exactly the store paths that generation names, unmodified. Debian's nix-bin works offline: every command here runs
@@ -86,7 +86,7 @@ class NixStore:
         shutil.rmtree(self.profiles_dir, ignore_errors=True)
 
     def remove_profile(self, worker: str) -> None:
-        """Forget one worker's profile and its generation links (a worker removed from the cohort, #29)."""
+        """Forget one worker's profile and its generation links (a worker removed from the cohort)."""
         for link in (self.profiles_dir / worker, *self.profiles_dir.glob(f"{worker}-*-link")):
             link.unlink(missing_ok=True)
 

@@ -1,7 +1,7 @@
 """A site's noise, on request (``--slurmflox-local-site-noise``): what a customer's cluster prints around our commands.
 
 Real sites have a TaskProlog that prints to every task's stdout (``print ...``), a Prolog and Epilog, a login
-banner and a ``.bashrc`` that echoes. None of it may change a verdict (issue 17), so the project's own tests run the
+banner and a ``.bashrc`` that echoes. None of it may change a verdict, so the project's own tests run the
 acceptance against a local cluster that has all of them and expect the same verdicts as on a quiet one. Lines that
 look like our own output (``node|text``, ``task=N``) are printed on purpose.
 """
