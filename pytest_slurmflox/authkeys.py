@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .run import quoted
+
 #: munged's default key (munged(8), --key-file).
 MUNGE_DEFAULT_KEY = "/etc/munge/munge.key"
 #: Where the reference's clusters keep keys, probed whatever the configuration says (never less than before).
@@ -122,9 +124,8 @@ def probe_script(places: list[KeyPlace], munge: bool) -> str:
     ``READABLE|<file>`` or ``unreachable|<file>|<error>``; ``checked`` last. The task resolves ``%n``/``%h`` and
     munged's key itself; :func:`key_problems` recomputes both from the printed facts, so a probe that skipped or
     mis-resolved a place is a problem, not a pass."""
-    import shlex
 
-    templates = " ".join(shlex.quote(p.template) for p in places)
+    templates = " ".join(quoted("%s", p.template) for p in places)
     lines = [
         'h=$(uname -n); h=${h%%.*}; printf "host|%s\\n" "$h"',
         "probe() { printf 'probe|%s|%s\\n' \"$1\" \"$2\"; local IFS=$'\\n' f; for f in $2; do "

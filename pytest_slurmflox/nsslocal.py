@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .run import quoted
+
 #: NSS services that keep accounts on the machine itself: /etc files (``files``, ``compat``), Berkeley DB copies
 #: of them (``db``), libnss-extrausers and nss-altfiles (other local files), systemd's userdb records and dynamic
 #: users (``systemd``).
@@ -38,9 +40,8 @@ def probe_script(queries: list[tuple[str, str]]) -> str:
     service of its database ``asked|<db>|<service>|<key>|<exit>|<answer>`` (lines of the answer joined by
     `` ;; ``), ``checked`` last. :func:`account_problems` recomputes the services from the printed lines, so a
     service the probe did not ask is a problem, not a pass."""
-    import shlex
 
-    pairs = " ".join(f"{shlex.quote(db)}:{shlex.quote(key)}" for db, key in queries)
+    pairs = " ".join(f"{quoted('%s', db)}:{quoted('%s', key)}" for db, key in queries)
     return "\n".join(
         [
             'nssline() { sed -n "s/^$1:[[:space:]]*//p" /etc/nsswitch.conf | head -n1; }',

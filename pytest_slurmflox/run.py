@@ -88,15 +88,17 @@ class RunnerUnavailable(RuntimeError):
 
 def command_line(command: str, args: Sequence[object] = ()) -> str:
     """``command`` followed by each of ``args`` shell-quoted: what every runner records and runs."""
-    return " ".join([command, *(shlex.quote(str(arg)) for arg in args)])
+    return " ".join([command, *(quoted("%s", arg) for arg in args)])
 
 
 def quoted(template: str, *values: object) -> str:
-    """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted (a literal ``%`` is ``%%``): the
-    one way a value goes *inside* a remote command line, where :func:`command_line` appends. The model is
-    testinfra's ``host.run("ls %s", path)`` (``BaseBackend.quote`` in pytest-testinfra's
-    ``testinfra/backend/base.py``: ``command % tuple(quote(a) for a in args)``). tests/unit/test_structure_quoting.py
-    fails on a ``.run(f"...{value}...")`` whose value did not pass through here."""
+    """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted: the one way a value goes *inside*
+    a shell line, where :func:`command_line` appends. ``template`` is a ``%`` format, so a literal ``%`` in it is
+    written ``%%`` (``quoted("date +%%s -d %s", when)``); a ``%`` inside a value is never formatted. One value is
+    one shell word whatever it holds (``quoted("%s", value)``). The model is testinfra's ``host.run("ls %s",
+    path)`` (``BaseBackend.quote`` in pytest-testinfra's ``testinfra/backend/base.py``). The only quoting in the
+    package and the suites: tests/unit/test_structure_quoting.py fails on a ``.run(f"...{value}...")`` whose value
+    did not pass through here, and on any other quoting helper."""
     return template % tuple(shlex.quote(str(value)) for value in values)
 
 
@@ -105,7 +107,7 @@ def with_env(line: str, env: Mapping[str, str] | None) -> str:
     so the far side's shell sees the same variables however the command got there."""
     if not env:
         return line
-    return " ".join(f"export {key}={shlex.quote(value)};" for key, value in env.items()) + " " + line
+    return " ".join(f"export {key}={quoted('%s', value)};" for key, value in env.items()) + " " + line
 
 
 def finish(
@@ -242,7 +244,7 @@ class SSHRunner:
         # The login shell may print before our command (a site .bashrc or profile that echoes): everything
         # before the start marker is the site's, never part of what a check reads.
         started = f"printf '%s\\n' {start}; printf '%s\\n' {start} >&2; "
-        channel.exec_command("bash -c " + shlex.quote(started + with_env(line, env)))
+        channel.exec_command(quoted("bash -c %s", started + with_env(line, env)))
         if input is not None:
             channel.sendall(input.encode())
         channel.shutdown_write()

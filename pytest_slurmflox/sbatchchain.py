@@ -17,6 +17,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .run import quoted
+
 __all__ = ["ChainEntry", "chain_command", "chain_ids"]
 
 _PRIOR = re.compile(r"\{prior:(\d+)\}")
@@ -34,9 +36,10 @@ class ChainEntry:
 
 
 def _word(value: str) -> str:
-    """``value`` as one single-quoted shell word, each ``{prior:i}`` replaced by the shell's ``$j<i>``."""
-    single = "'" + value.replace("'", "'\\''") + "'"
-    return _PRIOR.sub(lambda m: f"'\"$j{int(m.group(1))}\"'", single)
+    """``value`` as one shell word, each ``{prior:i}`` replaced by the shell's ``$j<i>``: a value holding one comes
+    out of :func:`~pytest_slurmflox.run.quoted` single-quoted (``{`` is no safe shell character), so the
+    replacement closes the quotes around ``"$j<i>"``."""
+    return _PRIOR.sub(lambda m: f"'\"$j{int(m.group(1))}\"'", quoted("%s", value))
 
 
 def chain_command(entries: Sequence[ChainEntry], mark: str | None = None) -> tuple[str, str]:

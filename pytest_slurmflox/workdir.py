@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .run import quoted
 from .settings import WORKER_KEYS, SettingsError
 
 
@@ -181,7 +182,7 @@ class WorkerRevisionFile:
 
     def write(self, values: Mapping[str, str]) -> None:
         lines = ["# Worker runtime settings explicitly deployed; an explicit value replaces the one here."]
-        lines += [f"{key}={shlex.quote(values[key])}" for key in WORKER_KEYS if key in values]
+        lines += [f"{key}={quoted('%s', values[key])}" for key in WORKER_KEYS if key in values]
         atomic_write(self.path, "\n".join(lines) + "\n", mode=0o600)
 
     def record(self, explicit: Mapping[str, str]) -> dict[str, str]:

@@ -8,11 +8,10 @@ marking and the reading are spelled once, here.
 from __future__ import annotations
 
 import secrets
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.run import Result, quoted
 
 from ._busy import waiting_for_held
 
@@ -89,7 +88,7 @@ def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout:
         'while IFS= read -r l || [ -n "$l" ]; do '
         f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
     )
-    return every_worker_step(jobs, nodes, args, "bash -c " + _q(body), mark, timeout=timeout)
+    return every_worker_step(jobs, nodes, args, "bash -c " + quoted("%s", body), mark, timeout=timeout)
 
 
 def every_worker_step(
@@ -106,8 +105,3 @@ def every_worker_step(
         return marked(jobs.srun(line, command, timeout=limit), mark)
 
     return waiting_for_held(jobs, names, attempt, args, timeout)
-
-
-def _q(text: str) -> str:
-    """``shlex.quote`` under a short name: every value a suite puts into remote shell text goes through it."""
-    return shlex.quote(text)

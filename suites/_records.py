@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from pytest_slurmflox.run import quoted
+
 from ._capability import requirement
-from ._marks import _q
 
 
 def worker_runtime(target, name: str, mode: str):
@@ -76,7 +77,7 @@ def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     names = sorted(nodes)
     res = jobs.srun(
         f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} --export=NONE",
-        "/bin/bash -c " + _q(ENVIRON_PROBE),
+        "/bin/bash -c " + quoted("%s", ENVIRON_PROBE),
     )
     found = environs(res.stdout)
     problems = [f"{node}: no task environment came back" for node in names if node not in found]
@@ -113,7 +114,7 @@ def _shim_runtime(target, node: str, mode: str):
     listing = target.kube.exec(
         name,
         "slurmd",
-        "for d in " + " ".join(_q(e) for e in entries) + '; do for f in "$d"/*; do '
+        "for d in " + " ".join(quoted("%s", e) for e in entries) + '; do for f in "$d"/*; do '
         '[ -f "$f" ] && [ -x "$f" ] && printf \'%s|%s\\n\' "$d" "${f##*/}"; done; done; true',
     )
     bins: dict[str, list[str]] = {}

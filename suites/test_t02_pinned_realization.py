@@ -21,12 +21,13 @@ import pytest
 
 from pytest_slurmflox.declared import ENV
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import cohort
-from ._marks import _q, on_each, per_node
+from ._marks import on_each, per_node
 from ._nixstore import declared_store_problems, flox_lock_check, local_store_problems
 from ._records import runtimes
 
@@ -57,8 +58,9 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
             "missing capability content-record: the runtime provider keeps no content digest for "
             f"{', '.join(undigested)} (the Flox shim's lock metadata is not compared yet)"
         )
-    cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
-    script = f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; /bin/bash -c {_q(DIGEST_SH)} digest "$d"'
+    cases = " ".join(quoted("%s) d=%s;;", node, rt.realized_path) for node, rt in records.items())
+    digest = quoted("%s", DIGEST_SH)
+    script = f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; /bin/bash -c {digest} digest "$d"'
     res = on_each(submit, workers, script)
     seen = per_node(res)
     for node, rt in records.items():

@@ -25,12 +25,12 @@ from pytest_slurmflox.declared import PLACEMENT
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
-from pytest_slurmflox.run import command_line
+from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import across, task_identities
-from ._marks import Mark, _q, every_worker_step, per_node
+from ._marks import Mark, every_worker_step, per_node
 from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
@@ -113,7 +113,7 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
         f"for f in {files}; do if [ -e $f ] && /usr/bin/head -c1 $f >/dev/null 2>&1; then "
         f"{mark.echo('READABLE $SLURMD_NODENAME: $f')}; fi; done; {mark.echo('checked')}; {ENVIRON_PROBE}"
     )
-    env = every_worker_step(submit, workers, "--export=NONE", "/bin/bash -c " + _q(script), mark)
+    env = every_worker_step(submit, workers, "--export=NONE", "/bin/bash -c " + quoted("%s", script), mark)
     own = mark.lines(env.stdout)
     requirement(env.ok and own.count("checked") == len(workers), "the probe ran on every worker", env)
     readable = [line.removeprefix("READABLE ") for line in own if line.startswith("READABLE ")]

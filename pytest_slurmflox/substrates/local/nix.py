@@ -12,7 +12,6 @@ never from a worker; ``nix-store --verify-path`` is Nix's own content check.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ...run import command_line, quoted
 from ...workdir import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
@@ -110,12 +110,7 @@ class NixStore:
         self.nix_dir.mkdir(parents=True, exist_ok=True)
         (self.nix_dir / "var/nix/profiles/workers").mkdir(parents=True, exist_ok=True)
         Path("/nix").mkdir(exist_ok=True)
-        inner = (
-            "mount --make-rprivate / && mount --bind "
-            + shlex.quote(str(self.nix_dir))
-            + " /nix && exec "
-            + shlex.join(argv)
-        )
+        inner = command_line(quoted("mount --make-rprivate / && mount --bind %s /nix && exec", self.nix_dir), argv)
         env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "NIX_CONFIG": NIX_CONFIG, "HOME": "/nonexistent"}
         proc = subprocess.run(
             ["unshare", "-m", "/bin/sh", "-c", inner], capture_output=True, text=True, env=env, timeout=300

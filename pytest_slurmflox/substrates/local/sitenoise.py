@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...run import quoted
 from .slurmconf import TASK_PROLOG
 
 #: Inside a node, where the cluster's conf dir (``<workdir>/local/conf``) is mounted.
@@ -39,11 +40,7 @@ NOISY = SiteNoise(
 
 
 def _echoes(prefix: str) -> str:
-    return "".join(f"echo {_sq(prefix + line)}\n" for line in NOISE)
-
-
-def _sq(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
+    return "".join(quoted("echo %s\n", prefix + line) for line in NOISE)
 
 
 def files() -> dict[str, tuple[str, int]]:
