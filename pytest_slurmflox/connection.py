@@ -59,9 +59,8 @@ class Target:
 
     def close(self) -> None:
         for runner in (self.login, self.admin):
-            close = getattr(runner, "close", None)
-            if close:
-                close()
+            if runner is not None:
+                runner.close()
 
 
 def login_runner(endpoint: Endpoint, observer: Observer | None, where: str = "") -> SSHRunner:

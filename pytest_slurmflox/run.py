@@ -81,6 +81,10 @@ class Runner(Protocol):
         env: Mapping[str, str] | None = None,
     ) -> Result: ...
 
+    def close(self) -> None:
+        """Release what the runner holds (a kept connection); a runner that holds nothing does nothing. A closed
+        runner may run again (it reconnects); closing twice is harmless."""
+
 
 class RunnerUnavailable(RuntimeError):
     """The place a runner runs in does not exist right now (e.g. a stopped node); the result is exit 255."""
@@ -108,6 +112,31 @@ def with_env(line: str, env: Mapping[str, str] | None) -> str:
     if not env:
         return line
     return " ".join(f"export {key}={quoted('%s', value)};" for key, value in env.items()) + " " + line
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One ``run(command, *args, env=...)`` as every runner starts it: ``line`` is the command line the evidence
+    records (``args`` quoted onto ``command``), ``script`` what ``bash -c`` runs on the far side (``line`` behind
+    the exports of ``env``), ``t0`` when the runner started it (``time.monotonic``)."""
+
+    line: str
+    script: str
+    t0: float
+
+    @classmethod
+    def start(cls, command: str, args: Sequence[object], env: Mapping[str, str] | None) -> Invocation:
+        line = command_line(command, args)
+        return cls(line, with_env(line, env), time.monotonic())
+
+    @property
+    def argv(self) -> list[str]:
+        """``bash -c <script>``: what a runner with an argv interface (a process, a pod exec) runs."""
+        return ["bash", "-c", self.script]
+
+    def result(self, observer: Observer | None, where: str, user: str, rc: int, out: str, err: str) -> Result:
+        """The :class:`Result` of this invocation (see :func:`finish`)."""
+        return finish(observer, self.line, where, user, rc, out, err, self.t0)
 
 
 def finish(
@@ -144,14 +173,16 @@ class LocalRunner:
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result:
-        line = command_line(command, args)
-        t0 = time.monotonic()
+        call = Invocation.start(command, args, env)
         try:
-            argv = [*self.argv_prefix(), "bash", "-c", with_env(line, env)]
+            argv = [*self.argv_prefix(), *call.argv]
         except RunnerUnavailable as exc:
-            return finish(self.observer, line, self.where, self.user, 255, "", str(exc), t0)
+            return call.result(self.observer, self.where, self.user, 255, "", str(exc))
         rc, out, err = run_process(argv, input=input, timeout=timeout, cwd=self.cwd)
-        return finish(self.observer, line, self.where, self.user, rc, out, err, t0)
+        return call.result(self.observer, self.where, self.user, rc, out, err)
+
+    def close(self) -> None:
+        """Nothing to release: each command is its own process."""
 
 
 def run_process(
@@ -236,15 +267,14 @@ class SSHRunner:
         env: Mapping[str, str] | None = None,
     ) -> Result:
         client = self.connect()
-        line = command_line(command, args)
-        t0 = time.monotonic()
+        call = Invocation.start(command, args, env)
         channel = client.get_transport().open_session(timeout=self.connect_timeout)
         channel.settimeout(timeout)
         start = "sfx-start-" + secrets.token_hex(6)
         # The login shell may print before our command (a site .bashrc or profile that echoes): everything
         # before the start marker is the site's, never part of what a check reads.
         started = f"printf '%s\\n' {start}; printf '%s\\n' {start} >&2; "
-        channel.exec_command(quoted("bash -c %s", started + with_env(line, env)))
+        channel.exec_command(quoted("bash -c %s", started + call.script))
         if input is not None:
             channel.sendall(input.encode())
         channel.shutdown_write()
@@ -272,15 +302,13 @@ class SSHRunner:
                 break
             time.sleep(0.005)
         channel.close()
-        return finish(
+        return call.result(
             self.observer,
-            line,
             self.where,
             self.user,
             rc,
             after_start(out.decode(errors="replace"), start),
             after_start(err.decode(errors="replace"), start),
-            t0,
         )
 
     def close(self) -> None:
