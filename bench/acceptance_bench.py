@@ -1,4 +1,4 @@
-"""Benchmark of the default acceptance run (#16): runs it N times serially and N times under pytest-xdist against
+"""Benchmark of the default acceptance run: runs it N times serially and N times under pytest-xdist against
 the deployment recorded in the work dir, and prints median/min/max wall time, the longest single check, their
 ratio, the phase costs, the host's load average around the runs and whether every run gave the same verdicts.
 The worker count goes through ``--slurmflox-workers`` (0 = serial), so a concurrent run is the plugin's default
@@ -10,7 +10,7 @@ evidence.json; ``report`` is the rest of the wall time (start-up, collection, wr
 
     .venv/bin/python bench/acceptance_bench.py --runs 5 --workers 0 2 -- --slurmflox-workdir=/path
 
-Cohort-size axis (issue 29): ``--cohorts 3 12 32`` grows (or shrinks) the local deployment to each size in turn
+Cohort-size axis: ``--cohorts 3 12 32`` grows (or shrinks) the local deployment to each size in turn
 (``SLURMFLOX_COMPUTE_REPLICAS=N pytest --slurmflox-up=local``, timed as "converge"), runs the acceptance run
 ``--runs`` times with the first ``--workers`` value, and prints per size: wall, the sum of check times, and the five
 checks that grew most against the first size; the verdicts must be the same at every size.

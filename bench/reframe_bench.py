@@ -1,4 +1,4 @@
-"""Side by side with ReFrame (issue 29): six equivalent checks, the same live cluster, each whole command timed.
+"""Side by side with ReFrame: six equivalent checks, the same live cluster, each whole command timed.
 
 Ours: ``pytest --pyargs pytest_slurmflox.suites -m acceptance -k <the six checks> -n 2 --slurmflox-target=<file>``,
 from the project installed as a customer installs it (``bench/.venv-ours``: this checkout, not editable, runtime

@@ -4,7 +4,7 @@ A pool declares an ability by subclassing it (the local pool: isolating workers,
 Nix store record, directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.connection.connect`
 turns the abilities a pool has into capabilities with ``isinstance``, and a check asks the target
 (``target.why_missing("runtime-record")``), never the pool's attributes: a method renamed on one pool then fails
-the ABC at construction instead of quietly turning a check into a SKIP (issue 28; the same reason ``pool.py``
+the ABC at construction instead of quietly turning a check into a SKIP (the same reason ``pool.py``
 uses ABCs and not a Protocol). ``tests/unit/test_abilities.py`` holds the suites and the package to it.
 """
 
@@ -93,7 +93,7 @@ class DirectoryChanges(ABC):
 #: capability -> (the ability that gives it, why it is missing when the pool lacks it)
 ABILITIES: dict[str, tuple[type, str]] = {
     "isolated-worker": (IsolatingWorkers, "starting a throwaway worker is destructive on this target"),
-    "service-restart": (ServiceRestart, "nothing on this target restarts slurmdbd and slurmctld (TAR, #13)"),
+    "service-restart": (ServiceRestart, "nothing on this target restarts slurmdbd and slurmctld (TAR)"),
     "node-admin": (
         NodeAdmin,
         "nothing here reaches the Kubernetes nodes as root (to read containerd's config)",

@@ -1,9 +1,8 @@
-"""Where a cluster keeps its secrets, read from the cluster's own configuration (issue 26: "secrets at unlisted
-paths").
+"""Where a cluster keeps its secrets, read from the cluster's own configuration, wherever the site put them.
 
-T10 used to probe three fixed key paths; a site whose JWT key, Munge key or Slurm key lives elsewhere passed with
-its key readable by every user. The places come from ``scontrol show config`` (what slurmctld runs with) and, for
-Munge, from munged's own arguments on each worker; ``%n``/``%h`` are resolved per worker as slurmd resolves them.
+A site whose JWT key, Munge key or Slurm key lives at a path of its own is probed there: the places come from
+``scontrol show config`` (what slurmctld runs with) and, for Munge, from munged's own arguments on each worker;
+``%n``/``%h`` are resolved per worker as slurmd resolves them.
 
 Sources (Slurm's slurm.conf(5), sackd(8), munged(8), jwt.html):
 
@@ -23,6 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .run import quoted
 
 #: munged's default key (munged(8), --key-file).
 MUNGE_DEFAULT_KEY = "/etc/munge/munge.key"
@@ -123,9 +124,8 @@ def probe_script(places: list[KeyPlace], munge: bool) -> str:
     ``READABLE|<file>`` or ``unreachable|<file>|<error>``; ``checked`` last. The task resolves ``%n``/``%h`` and
     munged's key itself; :func:`key_problems` recomputes both from the printed facts, so a probe that skipped or
     mis-resolved a place is a problem, not a pass."""
-    import shlex
 
-    templates = " ".join(shlex.quote(p.template) for p in places)
+    templates = " ".join(quoted("%s", p.template) for p in places)
     lines = [
         'h=$(uname -n); h=${h%%.*}; printf "host|%s\\n" "$h"',
         "probe() { printf 'probe|%s|%s\\n' \"$1\" \"$2\"; local IFS=$'\\n' f; for f in $2; do "

@@ -1,4 +1,4 @@
-"""Service capabilities a target file declares (#13): accounting (slurmdbd) and REST (slurmrestd).
+"""Service capabilities a target file declares: accounting (slurmdbd) and REST (slurmrestd).
 
 A target that declares a capability says the cluster has the service; its group (TA, TR) then runs and a service
 that does not answer FAILS. A target that declares none SKIPs the group naming the missing capability. The local

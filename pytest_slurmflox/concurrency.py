@@ -1,11 +1,11 @@
-"""How an acceptance run spends its wall time (#16): long waits start first, and checks run concurrently.
+"""How an acceptance run spends its wall time: long waits start first, and checks run concurrently.
 
 A run is as long as its longest check only if that check starts at once and everything else fits beside it. The
 longest checks here wait on Slurm for a span the check cannot shorten (T7's time limit: Slurm acts in whole minutes,
 checked periodically); such checks carry the ``long_wait`` marker. One whose job is an early job
 (``long_wait(early=...)``, pytest_slurmflox/early.py) has its job running since the pre-flight, so
 :func:`order_long_waits` puts it last: every worker runs the short checks beside the job, and the check only
-collects the result. So does a check whose jobs are all early jobs (``early(...)``, #29: an array, a dependency
+collects the result. So does a check whose jobs are all early jobs (``early(...)``: an array, a dependency
 chain) or whose throwaway worker is started with the run (TF's time out of Slurm, pytest_slurmflox/throwaway.py): it
 waits beside the other checks instead of holding a process. Any other long wait goes first:
 under pytest-xdist ``--dist load`` the first items go out first, so it runs on one worker from the start while the
@@ -38,9 +38,8 @@ WHOLE_COHORT = "whole_cohort"
 #: runs after the other short checks, so it finds the observation made instead of waiting on the run's lock for it.
 JUDGES_SHARED = "judges_shared"
 
-#: Workers of a default acceptance run. Measured on the 2-worker local cluster of a 2-core machine (docs/performance.md
-#: "Speed"): two xdist workers keep the time-limit wait and the other checks side by side; more add start-up cost
-#: on two cores without more overlap (one long check).
+#: Workers of a default acceptance run: two xdist workers keep the time-limit wait and the other checks side by side
+#: (docs/performance.md "Speed" has the measurement behind the number).
 AUTO_WORKERS = 2
 
 
@@ -95,7 +94,7 @@ def selects_checks(config: pytest.Config) -> bool:
     """Whether this is an acceptance run: checks selected by marker (``-m acceptance``, ``-m "T3 or T7"``) or group
     list, or the README's customer command, a target named without a mark expression (``pytest
     --slurmflox-target=site.yaml``: it runs every acceptance check, so it gets the same
-    concurrency as ``-m acceptance``; issue 29 measured it serial, 181 s). A bare ``--slurmflox-up`` is not one (it
+    concurrency as ``-m acceptance``). A bare ``--slurmflox-up`` is not one (it
     provisions; a no-change converge must stay a matter of seconds, without starting workers that would find
     nothing to run), nor is a target with ``--slurmflox-up`` beside it."""
     if _named(config) & ({"acceptance"} | set(GROUPS)) or get_option(config, "slurmflox_groups"):

@@ -59,9 +59,8 @@ class Target:
 
     def close(self) -> None:
         for runner in (self.login, self.admin):
-            close = getattr(runner, "close", None)
-            if close:
-                close()
+            if runner is not None:
+                runner.close()
 
 
 def login_runner(endpoint: Endpoint, observer: Observer | None, where: str = "") -> SSHRunner:
@@ -153,7 +152,7 @@ def probe_runtime(spec: TargetSpec, caps: set[str], missing: dict[str, str]) -> 
 
 
 def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: dict[str, str]) -> None:
-    """``directory`` (#13): declared, and it answers ldapsearch from the admin endpoint (else the login one)."""
+    """``directory``: declared, and it answers ldapsearch from the admin endpoint (else the login one)."""
     if spec.directory is None:
         missing["directory"] = f"target {spec.name!r} declares no directory service (directory: uri, base, user)"
         return
@@ -170,7 +169,7 @@ def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: 
 
 
 def _probe_accounting(spec: TargetSpec, login: Runner, caps: set[str], missing: dict[str, str]) -> None:
-    """accounting (#13): present when the target file declares it and slurmdbd answers; the reason otherwise
+    """accounting: present when the target file declares it and slurmdbd answers; the reason otherwise
     (undeclared: the group SKIPs naming it; declared but silent: the suites FAIL with this reason)."""
     if spec.accounting is None:
         missing["accounting"] = f"target {spec.name!r} declares no accounting (slurmdbd)"
@@ -186,7 +185,7 @@ def _probe_accounting(spec: TargetSpec, login: Runner, caps: set[str], missing: 
 
 
 def _probe_rest(spec: TargetSpec, caps: set[str], missing: dict[str, str]) -> None:
-    """rest (#13): present when the target file declares it and slurmrestd answers; the reason otherwise."""
+    """rest: present when the target file declares it and slurmrestd answers; the reason otherwise."""
     if spec.rest is None:
         missing["rest"] = f"target {spec.name!r} declares no REST API (slurmrestd)"
         return
@@ -215,7 +214,7 @@ def connect(
     groups need it), the pool's abilities (:mod:`~pytest_slurmflox.abilities`: ``node-admin``, root on the
     Kubernetes nodes of our qemu deployment; ``isolated-worker``, ``service-restart``, ``runtime-record``,
     ``nix-store-record`` and ``directory-changes``, the local substrate's; ``runtime-record`` also when the target
-    file declares a ``runtime`` section), ``accounting`` and ``rest`` (declared in the target file and answering, #13).
+    file declares a ``runtime`` section), ``accounting`` and ``rest`` (declared in the target file and answering).
     """
     login = login_runner(spec.login, observer)
     admin = login_runner(spec.admin, observer) if spec.admin else None
@@ -242,7 +241,7 @@ def connect(
         _probe_directory(spec, admin if admin is not None and "admin" in caps else login, caps, missing)
 
     # The login and the admin endpoint (and Kubernetes, here) are asked at once: in a row, their round trips were
-    # 0.75 s of every process's first check (#29). Each probe keeps its own findings; merged in a fixed order.
+    # 0.75 s of every process's first check. Each probe keeps its own findings; merged in a fixed order.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sfx-probe") as probes:
         answers = [probes.submit(_probed, probe) for probe in (on_login, on_admin)]
         kube = _probe_kubernetes(spec, caps, missing)

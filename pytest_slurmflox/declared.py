@@ -1,4 +1,4 @@
-"""Declared expectations only (issue 17): which target-file keys each group needs, and which a target declares.
+"""Declared expectations only: which target-file keys each group needs, and which a target declares.
 
 The reference's defaults (settings.py) describe clusters this project provisions. A customer's target file
 (``substrate: existing``) is the only source of what its cluster is expected to be: a check that needs an
@@ -119,7 +119,7 @@ def undeclared_message(spec: Any) -> str:
     )
 
 
-#: Groups that check a service the target declares in its own section (#13): undeclared, they SKIP naming it.
+#: Groups that check a service the target declares in its own section: undeclared, they SKIP naming it.
 SERVICE_SECTIONS: Mapping[str, str] = {**CAPABILITY_GROUPS, "TDC": "directory", "TAR": "accounting"}
 
 

@@ -51,7 +51,7 @@ def up(
     WorkerRevisionFile(workdir.worker_revision_env).record(resolved.explicit_worker)
     say(f"up: substrate {substrate_name}, work dir {workdir.root}")
     # Recorded before anything starts: a failed `up` leaves what it started findable, so `--slurmflox-destroy`
-    # removes every node, namespace and cgroup of a partial deployment too (issue 25).
+    # removes every node, namespace and cgroup of a partial deployment too.
     if (workdir.read_deployment() or {}).get("substrate") != substrate_name:
         workdir.record_deployment({"substrate": substrate_name, "target": None, "up_at": time.time()})
     target_doc = substrate.up()

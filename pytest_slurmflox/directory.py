@@ -1,4 +1,4 @@
-"""The ``directory`` capability of a target (#13, groups TD and TDC): how to reach the directory service that names
+"""The ``directory`` capability of a target (groups TD and TDC): how to reach the directory service that names
 the login endpoint's users, and what it says about one user, read by our code.
 
 Target file::

@@ -1,4 +1,4 @@
-"""Jobs a check needs long before it runs (#16): submitted once per run right after the pre-flight, handed over.
+"""Jobs a check needs long before it runs: submitted once per run right after the pre-flight, handed over.
 
 A check that waits a fixed span on Slurm (T7's time limit: Slurm acts in whole minutes) costs the run that span
 wherever it sits. Submitted when the session starts, its job runs beside every other check, and the check, ordered
@@ -9,7 +9,7 @@ record once. A check that finds no record (the pre-flight failed, or the run sel
 its own job: the hand-off changes when the job starts, never what the check asks of Slurm or how it judges it.
 
 A check declares its job with ``@pytest.mark.long_wait(early=EarlyJob(...))``. A check that only waits on Slurm
-(#29: an array, a dependency chain) declares its jobs with ``@pytest.mark.early(EarlyJob(...), ...)``: they are
+(an array, a dependency chain) declares its jobs with ``@pytest.mark.early(EarlyJob(...), ...)``: they are
 submitted together with every other early job right after the pre-flight and the check, ordered last, judges what
 Slurm did, so its wait overlaps the other checks instead of holding a process. A job's script and options may name
 ``{nonce}`` (a random per-run mark its lines carry, :attr:`Claimed.nonce`), ``{outdir}`` (the run's output directory

@@ -28,7 +28,7 @@ def target_metadata(run_id: str, substrate: str | None, target_path: Path | None
     exp = spec.expect
 
     def shown(value: str, *keys: str) -> str:
-        """A customer's undeclared expectation is shown as such, never as the reference default (issue 17)."""
+        """A customer's undeclared expectation is shown as such, never as the reference default."""
         return "not declared" if missing(spec.declared, keys) else value
 
     revision_declared = not missing(spec.declared, (REVISION,)) or not missing(spec.declared, REVISION_INPUTS)

@@ -177,8 +177,8 @@ def task_env_problems(
 
 
 def unrealized_environment(env: Mapping[str, str]) -> str | None:
-    """Why a task's environment shows no Flox runtime at all, or None when it shows one (issue 26: a declared
-    environment that is not realized is FAIL, not a SKIP for a missing record). Any Flox activation sets FLOX_ENV;
+    """Why a task's environment shows no Flox runtime at all, or None when it shows one (a declared
+    environment that is not realized is a FAIL, not a SKIP for a missing record). Any Flox activation sets FLOX_ENV;
     without it, a PATH entry in a Nix store or a Flox environment (``/nix/store/...``, ``.../.flox/...``,
     ``.../flox/...``) still counts as a runtime (half an activation is for the content checks to judge)."""
     if env.get("FLOX_ENV"):

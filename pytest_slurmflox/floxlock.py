@@ -1,11 +1,11 @@
 """A Flox generation's lock (``$FLOX_ENV/manifest.lock``): the store paths a worker pinned to it must run from.
 
-Why: on a Flox target, T2 proves content identity the way the local provider does (issue #20): each store path the
+Why: on a Flox target, T2 proves content identity the way the local provider does: each store path the
 pinned generation names for the worker's system must be present on the worker and pass ``nix-store
 --verify-path``, and every worker of the cohort must hold the same lock. The lock is Flox's record of the
 generation, rendered into the environment it built. "The same on every worker" alone would pass a cohort that
 realized the wrong generation together, so each worker's lock is also compared, path by path, with the pinned
-generation's lock obtained off the cluster (issue 26: :func:`pinned_lock`, the target's ``flox.lock_file`` or the
+generation's lock obtained off the cluster (:func:`pinned_lock`: the target's ``flox.lock_file`` or the
 Flox CLI on the operator's machine).
 
 Format (verified against Flox's upstream source, github flox/flox: ``.flox/env/manifest.lock`` at commit 8b0dc1a

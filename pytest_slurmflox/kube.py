@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .run import Observer, Result, command_line, finish, with_env
+from .run import Invocation, Observer, Result
 
 SLINKY_GROUP = "slinky.slurm.net"
 SLINKY_VERSION = "v1beta1"
@@ -205,14 +205,13 @@ class PodRunner:
     ) -> Result:
         from kubernetes.stream import stream
 
-        line = command_line(command, args)
-        t0 = time.monotonic()
+        call = Invocation.start(command, args, env)
         resp = stream(
             self.kube.core.connect_get_namespaced_pod_exec,
             self.pod,
             self.kube.namespace,
             container=self.container,
-            command=["bash", "-c", with_env(line, env)],
+            command=call.argv,
             stdin=input is not None,
             stdout=True,
             stderr=True,
@@ -238,7 +237,10 @@ class PodRunner:
         rc = 124 if timed_out else _exit_code(resp)
         if timed_out:
             err.append(f"\n[timed out after {timeout}s]")
-        return finish(self.observer, line, self.where, self.user, rc, "".join(out), "".join(err), t0)
+        return call.result(self.observer, self.where, self.user, rc, "".join(out), "".join(err))
+
+    def close(self) -> None:
+        """Nothing to release: each command opens and closes its own exec stream."""
 
 
 def _exit_code(resp: Any) -> int:

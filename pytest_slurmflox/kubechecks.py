@@ -75,7 +75,7 @@ def worker_template_problems(
 class Placement:
     """The worker pool's node label (``key=value``) and taint (``key=value:Effect``, kubectl's spelling): the
     reference's own (``slinky.local/native-worker``) by default; a customer's target file declares its pool's
-    (``kubernetes.worker_label``, ``kubernetes.worker_taint``: issue 26)."""
+    (``kubernetes.worker_label``, ``kubernetes.worker_taint``)."""
 
     label_key: str = LABEL_NATIVE_WORKER
     label_value: str = "true"

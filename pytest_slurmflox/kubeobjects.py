@@ -1,4 +1,4 @@
-"""Which Kubernetes objects a check may judge (issue 26: false FAILs on healthy clusters).
+"""Which Kubernetes objects a check may judge: only the target's, so a healthy shared cluster never FAILs.
 
 A Kubernetes cluster is shared. Another healthy NodeSet's pods, an evicted ``Failed`` pod left behind, or another
 tenant's CronJob creating a Job during a Slurm job are not the target's workers and not the job's doing; a check

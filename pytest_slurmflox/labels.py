@@ -1,4 +1,4 @@
-"""Every Kubernetes label, annotation and taint key the project writes or reads, in one place (issue 28).
+"""Every Kubernetes label, annotation and taint key the project writes or reads, in one place.
 
 The rendered worker NodeSet writes them (render/values.py), the qemu substrate's kubeadm and containerd config
 name them, and the checks read them back from the live objects (kubechecks.py, nodeset.py): one spelling, so a key

@@ -1,5 +1,5 @@
 """The user's login environment a batch job may carry: ``sbatch --export=NONE`` (or a variable list) implies
-``--get-user-env`` (issue 26, "TP under --export=NONE").
+``--get-user-env`` ("TP under --export=NONE").
 
 Why: sbatch(1), ``--export``: "NONE: Only SLURM_* variables from the user environment will be defined ... However,
 Slurm will then implicitly attempt to load the user's environment on the node where the script is being executed,

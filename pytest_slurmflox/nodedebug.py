@@ -1,4 +1,4 @@
-"""Node access the Kubernetes way (issue 26): a privileged debug pod on a node, as ``kubectl debug node/<name>
+"""Node access the Kubernetes way: a privileged debug pod on a node, as ``kubectl debug node/<name>
 --profile=sysadmin`` makes one, so T1 can read the configuration containerd really runs with on a customer's node.
 
 Why a debug pod: on a customer's cluster nobody hands us root over SSH on the nodes, but an operator who may run

@@ -12,11 +12,11 @@ the NodeSet CRD ``slinky.slurm.net/v1beta1`` (``config/crd/bases/slinky.slurm.ne
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from .labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
 from .pool import WorkerInfo, WorkerView
+from .run import quoted
 
 if TYPE_CHECKING:
     from .kube import KubeClient
@@ -119,7 +119,7 @@ class NodeSetView(WorkerView):
 
     def profile_revision(self, name: str) -> str | None:
         """Read the task profile's revision in the worker's slurmd container (pod exec; Slurm is not asked)."""
-        res = self.kube.exec(self.pod_of(name), SLURMD_CONTAINER, f"cat {shlex.quote(PROFILE_REVISION_FILE)}")
+        res = self.kube.exec(self.pod_of(name), SLURMD_CONTAINER, quoted("cat %s", PROFILE_REVISION_FILE))
         text = res.stdout.strip()
         return text if res.ok and text else None
 

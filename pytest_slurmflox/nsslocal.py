@@ -1,5 +1,5 @@
-"""Whether a worker holds a *local* account for a user: asked of the worker's resolver, source by source (issue 26:
-"local accounts outside two files").
+"""Whether a worker holds a *local* account for a user: asked of the worker's resolver, source by source, so a
+local account outside /etc/passwd and /etc/group is found and named with the source that keeps it.
 
 Reading /etc/passwd and /etc/group misses a local account kept elsewhere (``compat``, ``extrausers``' own files,
 systemd's userdb records) and says nothing about which service a name comes from. Asking ``getent -s <source>``
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .run import quoted
 
 #: NSS services that keep accounts on the machine itself: /etc files (``files``, ``compat``), Berkeley DB copies
 #: of them (``db``), libnss-extrausers and nss-altfiles (other local files), systemd's userdb records and dynamic
@@ -38,9 +40,8 @@ def probe_script(queries: list[tuple[str, str]]) -> str:
     service of its database ``asked|<db>|<service>|<key>|<exit>|<answer>`` (lines of the answer joined by
     `` ;; ``), ``checked`` last. :func:`account_problems` recomputes the services from the printed lines, so a
     service the probe did not ask is a problem, not a pass."""
-    import shlex
 
-    pairs = " ".join(f"{shlex.quote(db)}:{shlex.quote(key)}" for db, key in queries)
+    pairs = " ".join(f"{quoted('%s', db)}:{quoted('%s', key)}" for db, key in queries)
     return "\n".join(
         [
             'nssline() { sed -n "s/^$1:[[:space:]]*//p" /etc/nsswitch.conf | head -n1; }',

@@ -1,4 +1,4 @@
-"""What a run's outcome is made of besides its test reports, each with one owner (issue 28).
+"""What a run's outcome is made of besides its test reports, each with one owner.
 
 - :class:`Deselected`: what this process's selection left out and why, and every acceptance check the collected
   modules hold (:attr:`Deselected.inventory`: what a group *has*, not what ran). :class:`~pytest_slurmflox.selection.

@@ -1,4 +1,4 @@
-"""Sign-off profiles: what each kind of target must show for a sign-off, and what can never apply to it (issue 26).
+"""Sign-off profiles: what each kind of target must show for a sign-off, and what can never apply to it.
 
 Why a profile: a group some kind of target can never run (the Flox shim on a cluster without Kubernetes, a
 throwaway worker on a customer's production cluster) made SIGNED OFF unreachable everywhere when every group was

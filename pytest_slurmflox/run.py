@@ -81,6 +81,10 @@ class Runner(Protocol):
         env: Mapping[str, str] | None = None,
     ) -> Result: ...
 
+    def close(self) -> None:
+        """Release what the runner holds (a kept connection); a runner that holds nothing does nothing. A closed
+        runner may run again (it reconnects); closing twice is harmless."""
+
 
 class RunnerUnavailable(RuntimeError):
     """The place a runner runs in does not exist right now (e.g. a stopped node); the result is exit 255."""
@@ -88,15 +92,17 @@ class RunnerUnavailable(RuntimeError):
 
 def command_line(command: str, args: Sequence[object] = ()) -> str:
     """``command`` followed by each of ``args`` shell-quoted: what every runner records and runs."""
-    return " ".join([command, *(shlex.quote(str(arg)) for arg in args)])
+    return " ".join([command, *(quoted("%s", arg) for arg in args)])
 
 
 def quoted(template: str, *values: object) -> str:
-    """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted (a literal ``%`` is ``%%``): the
-    one way a value goes *inside* a remote command line, where :func:`command_line` appends. The model is
-    testinfra's ``host.run("ls %s", path)`` (``BaseBackend.quote`` in pytest-testinfra's
-    ``testinfra/backend/base.py``: ``command % tuple(quote(a) for a in args)``). tests/unit/test_structure_quoting.py
-    fails on a ``.run(f"...{value}...")`` whose value did not pass through here."""
+    """``template`` with each ``%s`` replaced by one of ``values`` shell-quoted: the one way a value goes *inside*
+    a shell line, where :func:`command_line` appends. ``template`` is a ``%`` format, so a literal ``%`` in it is
+    written ``%%`` (``quoted("date +%%s -d %s", when)``); a ``%`` inside a value is never formatted. One value is
+    one shell word whatever it holds (``quoted("%s", value)``). The model is testinfra's ``host.run("ls %s",
+    path)`` (``BaseBackend.quote`` in pytest-testinfra's ``testinfra/backend/base.py``). The only quoting in the
+    package and the suites: tests/unit/test_structure_quoting.py fails on a ``.run(f"...{value}...")`` whose value
+    did not pass through here, and on any other quoting helper."""
     return template % tuple(shlex.quote(str(value)) for value in values)
 
 
@@ -105,7 +111,32 @@ def with_env(line: str, env: Mapping[str, str] | None) -> str:
     so the far side's shell sees the same variables however the command got there."""
     if not env:
         return line
-    return " ".join(f"export {key}={shlex.quote(value)};" for key, value in env.items()) + " " + line
+    return " ".join(f"export {key}={quoted('%s', value)};" for key, value in env.items()) + " " + line
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One ``run(command, *args, env=...)`` as every runner starts it: ``line`` is the command line the evidence
+    records (``args`` quoted onto ``command``), ``script`` what ``bash -c`` runs on the far side (``line`` behind
+    the exports of ``env``), ``t0`` when the runner started it (``time.monotonic``)."""
+
+    line: str
+    script: str
+    t0: float
+
+    @classmethod
+    def start(cls, command: str, args: Sequence[object], env: Mapping[str, str] | None) -> Invocation:
+        line = command_line(command, args)
+        return cls(line, with_env(line, env), time.monotonic())
+
+    @property
+    def argv(self) -> list[str]:
+        """``bash -c <script>``: what a runner with an argv interface (a process, a pod exec) runs."""
+        return ["bash", "-c", self.script]
+
+    def result(self, observer: Observer | None, where: str, user: str, rc: int, out: str, err: str) -> Result:
+        """The :class:`Result` of this invocation (see :func:`finish`)."""
+        return finish(observer, self.line, where, user, rc, out, err, self.t0)
 
 
 def finish(
@@ -113,7 +144,7 @@ def finish(
 ) -> Result:
     """The one way a runner turns an outcome into a :class:`Result` and hands it to the observer."""
     took = time.monotonic() - t0
-    # when it started, on the wall clock (the evidence's and the timeline's); it used to be when it finished
+    # when it started, on the wall clock (the evidence's and the timeline's), not when it finished
     result = Result(command, where, user, rc, out, err, took, started=time.time() - took)
     if observer is not None:
         observer(result)
@@ -142,14 +173,16 @@ class LocalRunner:
         timeout: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> Result:
-        line = command_line(command, args)
-        t0 = time.monotonic()
+        call = Invocation.start(command, args, env)
         try:
-            argv = [*self.argv_prefix(), "bash", "-c", with_env(line, env)]
+            argv = [*self.argv_prefix(), *call.argv]
         except RunnerUnavailable as exc:
-            return finish(self.observer, line, self.where, self.user, 255, "", str(exc), t0)
+            return call.result(self.observer, self.where, self.user, 255, "", str(exc))
         rc, out, err = run_process(argv, input=input, timeout=timeout, cwd=self.cwd)
-        return finish(self.observer, line, self.where, self.user, rc, out, err, t0)
+        return call.result(self.observer, self.where, self.user, rc, out, err)
+
+    def close(self) -> None:
+        """Nothing to release: each command is its own process."""
 
 
 def run_process(
@@ -234,15 +267,14 @@ class SSHRunner:
         env: Mapping[str, str] | None = None,
     ) -> Result:
         client = self.connect()
-        line = command_line(command, args)
-        t0 = time.monotonic()
+        call = Invocation.start(command, args, env)
         channel = client.get_transport().open_session(timeout=self.connect_timeout)
         channel.settimeout(timeout)
         start = "sfx-start-" + secrets.token_hex(6)
         # The login shell may print before our command (a site .bashrc or profile that echoes): everything
-        # before the start marker is the site's, never part of what a check reads (issue 17).
+        # before the start marker is the site's, never part of what a check reads.
         started = f"printf '%s\\n' {start}; printf '%s\\n' {start} >&2; "
-        channel.exec_command("bash -c " + shlex.quote(started + with_env(line, env)))
+        channel.exec_command(quoted("bash -c %s", started + call.script))
         if input is not None:
             channel.sendall(input.encode())
         channel.shutdown_write()
@@ -270,15 +302,13 @@ class SSHRunner:
                 break
             time.sleep(0.005)
         channel.close()
-        return finish(
+        return call.result(
             self.observer,
-            line,
             self.where,
             self.user,
             rc,
             after_start(out.decode(errors="replace"), start),
             after_start(err.decode(errors="replace"), start),
-            t0,
         )
 
     def close(self) -> None:

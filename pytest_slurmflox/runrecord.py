@@ -8,7 +8,7 @@ against the same cohort and the cluster sees one pre-flight step, not one per pr
 serial process) removes the run's records at session end, after xdist tore its workers down (:func:`forget`); a
 worker that outlived an interrupted controller removes them itself (:func:`orphaned`).
 
-Records belong to one *start* of a run, not to its id (issue 40): ``--slurmflox-run-id`` may be given again after a
+Records belong to one *start* of a run, not to its id: ``--slurmflox-run-id`` may be given again after a
 run was killed (SIGKILL: no session end removed its records), and that run must judge only what it observed itself,
 never the killed run's cohort verdict, task-profile reading or early jobs. So the controller (or the serial process)
 draws a random start nonce when it starts (:func:`new_start`), hands it to its xdist workers with the run id

@@ -2,7 +2,7 @@
 
 Why: a run's early jobs (early.py: T7's time limit, array and afterok chain) were one ``sbatch`` round trip each,
 twelve commands with the output directory, while every xdist process waited on the run's lock before its first
-check (#29). One command does it in one round trip. A login node's profile may print: only the lines this command
+check. One command does it in one round trip. A login node's profile may print: only the lines this command
 marked itself (a per-call mark) are read. sbatch's own behaviour is unchanged: each script goes on its stdin (a
 quoted here-document), with the options given, ``--parsable``.
 
@@ -16,6 +16,8 @@ import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .run import quoted
 
 __all__ = ["ChainEntry", "chain_command", "chain_ids"]
 
@@ -34,9 +36,10 @@ class ChainEntry:
 
 
 def _word(value: str) -> str:
-    """``value`` as one single-quoted shell word, each ``{prior:i}`` replaced by the shell's ``$j<i>``."""
-    single = "'" + value.replace("'", "'\\''") + "'"
-    return _PRIOR.sub(lambda m: f"'\"$j{int(m.group(1))}\"'", single)
+    """``value`` as one shell word, each ``{prior:i}`` replaced by the shell's ``$j<i>``: a value holding one comes
+    out of :func:`~pytest_slurmflox.run.quoted` single-quoted (``{`` is no safe shell character), so the
+    replacement closes the quotes around ``"$j<i>"``."""
+    return _PRIOR.sub(lambda m: f"'\"$j{int(m.group(1))}\"'", quoted("%s", value))
 
 
 def chain_command(entries: Sequence[ChainEntry], mark: str | None = None) -> tuple[str, str]:

@@ -38,7 +38,7 @@ _SHAPES = (
         r"\1" + REDACTED,
     ),
     (re.compile(r"(Authorization:\s*Bearer\s+)(\S+)", re.I), r"\1" + REDACTED),
-    # a Slurm JWT as `scontrol token` prints it or as slurmrestd's header carries it (#13)
+    # a Slurm JWT as `scontrol token` prints it or as slurmrestd's header carries it
     (re.compile(r"((?:SLURM_JWT|X-SLURM-USER-TOKEN)\s*[:=]\s*)(\S+)", re.I), r"\1" + REDACTED),
 )
 _PEM_PRIVATE = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
@@ -208,7 +208,7 @@ class Redactor:
 
 #: File names that hold credentials wherever they appear in a work dir (the local substrate keeps its Slurm auth
 #: key and the login node's host key under local/, the accounting database password and the auth/jwt key as
-#: local/accounting/{db_password,jwt_hs256}.key (#13), the QEMU substrate kubeadm's keys under k8s/).
+#: local/accounting/{db_password,jwt_hs256}.key, the QEMU substrate kubeadm's keys under k8s/).
 _SECRET_NAME = re.compile(r"(.*\.key|id_[^.]+|ssh_host_.*_key|kubeconfig|admin\.conf|.*\.pem)")
 _SECRET_MAX = 1 << 20
 

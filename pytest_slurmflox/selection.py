@@ -63,8 +63,8 @@ def installed_suites() -> Path | None:
 def main_job_paths(config: pytest.Config, user_paths: bool) -> list[str] | None:
     """The paths a main job collects when the user named none: the suites, nothing else, in the project's checkout
     (where ``testpaths`` also names ``tests/``, whose conftest and modules need the test extra: a newcomer's first
-    command must never load, collect or report them, issue 25) and wherever a target file is given (a target file
-    means the suites, as ``--pyargs pytest_slurmflox.suites`` would collect them, issue 38: without it a customer's
+    command must never load, collect or report them) and wherever a target file is given (a target file
+    means the suites, as ``--pyargs pytest_slurmflox.suites`` would collect them: without it a customer's
     ``pytest --slurmflox-target=site.yaml`` once collected nothing and still wrote a report). None leaves pytest's
     own choice (the user named paths, or a mark expression alone outside the checkout)."""
     if user_paths or not main_job(config):
@@ -119,7 +119,7 @@ def acceptance_requested(config: pytest.Config) -> bool:
 
 def plain_operation(config: pytest.Config) -> bool:
     """``pytest --slurmflox-up[=...]`` with nothing selected: provision or converge, then exit without collecting
-    (a no-change converge is a matter of seconds; issue 25)."""
+    (a no-change converge is a matter of seconds)."""
     return bool(get_option(config, "slurmflox_up")) and not acceptance_requested(config)
 
 

@@ -157,7 +157,7 @@ class SlurmfloxSession:
         else:
             what = f"{expect.revision} ({expect.environment}, {expect.image})"
             lines.append(f"slurmflox: expected runtime revision {what}")
-        # the target file validated at start (issue 17): one message naming, per group, the keys it leaves out
+        # the target file validated at start: one message naming, per group, the keys it leaves out
         message = undeclared_message(spec)
         return [*lines, f"slurmflox: {message}"] if message else lines
 

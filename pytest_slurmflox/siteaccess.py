@@ -2,7 +2,7 @@
 
 A production cluster admits work only under an account (and often a QOS), and an acceptance run on it normally
 runs inside an admin reservation: that is how a platform team makes room on a busy cluster. The target file
-declares them under ``slurm`` (issue 38)::
+declares them under ``slurm``::
 
     slurm:
       partition: batch

@@ -1,4 +1,4 @@
-"""The names Slurm itself sets in a task, judged instead of ignored (issue 26, "names no check reads").
+"""The names Slurm itself sets in a task, judged instead of ignored ("names no check reads").
 
 expectations.py lets every variable under Slurm's prefixes (``SLURM_``, ``PMIX_``, ``PMI_``, ``HYDRA_``,
 ``OMPI_MCA_plm_slurm``) and the names ``TMPDIR``, ``HOSTNAME``, ``PWD``, ``SHLVL`` through, because Slurm sets them

@@ -1,8 +1,8 @@
 """What Slurm guarantees about each name it sets in a task: over which tasks its value is one value.
 
 A comparison across tasks is only as right as this table: treating a per-node value as step-wide is a false FAIL on
-every healthy cluster where it differs (issue 44: ``SLURM_SRUN_COMM_PORT`` differs between the tasks of one step
-on more than 48 nodes), treating a step-wide value as per-task a blind spot a TaskProlog can hide in. Each scope
+every healthy cluster where it differs (``SLURM_SRUN_COMM_PORT`` differs between the tasks of one step on more
+than 48 nodes), treating a step-wide value as per-task a blind spot a TaskProlog can hide in. Each scope
 below names where Slurm defines it (SchedMD/slurm, the file and function; checked against 22.05.8, 24.11.5 and the
 development branch of August 2026):
 

@@ -30,7 +30,7 @@ STEP_TIMEOUT = job_timeout(120)
 #: Where a run's job output lives in the user's (shared) home; removed at session end unless --slurmflox-keep.
 RUNS_DIR = '"$HOME"/slurmflox-runs'  #: shell text: the user's home, expanded by the far side's shell
 #: What a run id may be: it names a directory under :data:`RUNS_DIR` (``rm -rf`` in the sweep), a Slurm job name and
-#: the report folder, so a narrow set of characters that no shell, path or job name reads as syntax (issue 28).
+#: the report folder, so a narrow set of characters that no shell, path or job name reads as syntax.
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -55,7 +55,7 @@ class Jobs:
     #: run id and label, and one worker's cleanup (which cancels by name prefix) must not end the other's jobs.
     nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
-    #: on the login node, not three (#29).
+    #: on the login node, not three.
     resolved_outdir: str = field(default="", repr=False)
     #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
     #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.

@@ -1,4 +1,4 @@
-"""Leave nothing behind on the cluster (issue 17): at session end cancel every unfinished job of the run and remove
+"""Leave nothing behind on the cluster: at session end cancel every unfinished job of the run and remove
 the run's files from the user's home (unless --slurmflox-keep).
 
 One place for it, called by whichever process ends the run: the ``target`` fixture's teardown in a serial session

@@ -32,7 +32,7 @@ Target file (YAML)::
       settings: {WORKER_FLOX_ENV: myorg/hpc, WORKER_FLOX_GENERATION: "17", ...}
     deployment:                     # written by a substrate: every setting it deployed with
       settings: {NODES: "3", LOGIN_SSH_PORT: "2222", ...}
-    accounting: {account: hpc, ...} # optional services (#13): see capabilities.py
+    accounting: {account: hpc, ...} # optional services: see capabilities.py
     rest: {url: https://..., token_command: scontrol token}
     flox: {lock_file: hpc-17.lock}  # optional: the pinned generation's manifest.lock (T2 on Kubernetes, floxlock.py)
     runtime: {realized_path: /nix/store/..., path: [...], ...}  # optional: what workers realize (declaredruntime.py)
@@ -74,7 +74,7 @@ class KubeSpec:
     nodeset: str
     login_set: str | None = None
     #: The worker pool's node label (``key=value``) and taint (``key[=value]:Effect``) T10's placement check expects;
-    #: a customer target declares its own, a substrate's target the reference's (issue 26).
+    #: a customer target declares its own, a substrate's target the reference's.
     worker_label: str | None = None
     worker_taint: str | None = None
     #: The image of a privileged node debug pod (``kubectl debug node/...``) T1 may run to read a node's containerd
@@ -124,11 +124,11 @@ class TargetSpec:
     deployed: Settings | None = None
     limitations: Mapping[str, str] = field(default_factory=dict)  #: what it cannot enforce: its checks SKIP, naming why
     #: The keys the target file declares, as its own paths (declared.py); None for a target a substrate wrote,
-    #: whose settings are all ours (issue 17: a customer's expectations are declared, never defaulted).
+    #: whose settings are all ours (a customer's expectations are declared, never defaulted).
     declared: frozenset[str] | None = None
     directory: Directory | None = None  #: the directory service (group TD), when declared
-    accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (#13, TA)
-    rest: RestSpec | None = None  #: slurmrestd (#13, TR)
+    accounting: AccountingSpec | None = None  #: slurmdbd behind the cluster (TA)
+    rest: RestSpec | None = None  #: slurmrestd (TR)
     flox_lock: Path | None = None  #: the pinned generation's lock, obtained off-cluster (``flox.lock_file``)
     runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
     site: SiteAccess = field(default_factory=SiteAccess)  #: account, QOS, reservation, extra options of every job

@@ -1,12 +1,12 @@
-"""Throwaway workers a check needs long before it judges them (TF, #29): started once per run after the pre-flight.
+"""Throwaway workers a check needs long before it judges them (TF): started once per run after the pre-flight.
 
 TF's requirement is that a worker whose runtime cannot be realized never registers: the check starts one and must
 see it stay out of Slurm for a window (:data:`suites.test_tf_failure_isolation.WINDOW`). Started by the check, that
-window held an xdist process idle for 8 s per check, two checks, on a run that ends on its short checks' throughput
-at 32 workers. Started when the run starts (right after the pre-flight, next to the early jobs of early.py), the
-window runs beside every other check; the check, ordered last (``@pytest.mark.early(EarlyWorker(...))``,
-pytest_slurmflox/concurrency.py), looks at a worker that has been out of Slurm since then (a dynamic node that
-registered stays listed), and waits only for what is left of the window, if anything.
+window would hold an xdist process idle; started when the run starts (right after the pre-flight, next to the early
+jobs of early.py), the window runs beside every other check; the check, ordered last
+(``@pytest.mark.early(EarlyWorker(...))``, pytest_slurmflox/concurrency.py), looks at a worker that has been out of
+Slurm since then (a dynamic node that registered stays listed), and waits only for what is left of the window, if
+anything.
 
 One start per run even under pytest-xdist, by the run's records (runrecord.py): the first process starts each worker
 and records when; the check, in whichever process runs it, claims the record once and stops the worker when done. A

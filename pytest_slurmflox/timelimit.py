@@ -1,7 +1,7 @@
-"""When Slurm must end a job past its time limit, by the cluster's own configuration (issue 40 item 5).
+"""When Slurm must end a job past its time limit, by the cluster's own configuration.
 
-T7 used to accept any TIMEOUT ending: a job that ran far past its limit (a controller that sweeps late, an overtime
-nobody accounted for) passed. Slurm's rule, from its source (SchedMD/slurm):
+A TIMEOUT ending alone is not enough: a job that ran far past its limit (a controller that sweeps late, an
+overtime nobody accounted for) FAILs. Slurm's rule, from its source (SchedMD/slurm):
 
 - ``src/slurmctld/job_mgr.c`` ``job_time_limit``: a running job is timed out once its end time (start plus the time
   limit) is ``OverTimeLimit`` minutes in the past, the partition's ``OverTimeLimit`` when it sets one, else

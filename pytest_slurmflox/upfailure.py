@@ -1,4 +1,4 @@
-"""A failed ``--slurmflox-up`` ends with one line: what failed, what to do, where the detail is (issue 25).
+"""A failed ``--slurmflox-up`` ends with one line: what failed, what to do, where the detail is.
 
 A newcomer's first command once ended in a 40-line INTERNALERROR traceback (a host program was missing) and left
 daemons running with no word about them. Now the whole detail (message and traceback) goes to

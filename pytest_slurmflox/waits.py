@@ -1,4 +1,4 @@
-"""Timeouts derived from what a check waits for (#16), never a blanket long timeout.
+"""Timeouts derived from what a check waits for, never a blanket long timeout.
 
 A wait on a Slurm job is bounded by what Slurm promises about that job: it starts within one pass of the main
 scheduler once its resources are free, runs as long as its own script (or its ``--time`` limit) lets it, and ends

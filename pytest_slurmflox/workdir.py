@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .run import quoted
 from .settings import WORKER_KEYS, SettingsError
 
 
@@ -113,7 +114,7 @@ class Workdir:
             self.local / "conf" / "slurm.key",
             self.local / "login" / "ssh_host_ed25519_key",
             self.local / "login" / "ssh_host_ed25519_key.pub",
-            # #13: the accounting database password, slurmdbd.conf (holds it) and the auth/jwt key
+            # the accounting database password, slurmdbd.conf (holds it) and the auth/jwt key
             self.local / "accounting" / "db_password.key",
             self.local / "accounting" / "slurmdbd.conf",
             self.local / "accounting" / "jwt_hs256.key",
@@ -181,7 +182,7 @@ class WorkerRevisionFile:
 
     def write(self, values: Mapping[str, str]) -> None:
         lines = ["# Worker runtime settings explicitly deployed; an explicit value replaces the one here."]
-        lines += [f"{key}={shlex.quote(values[key])}" for key in WORKER_KEYS if key in values]
+        lines += [f"{key}={quoted('%s', values[key])}" for key in WORKER_KEYS if key in values]
         atomic_write(self.path, "\n".join(lines) + "\n", mode=0o600)
 
     def record(self, explicit: Mapping[str, str]) -> dict[str, str]:

@@ -41,7 +41,7 @@ def require_enforced(target, limit: str) -> None:
 
 def declared(target, *keys: str) -> None:
     """NOT RUN, naming the keys, when a customer target (substrate existing) does not declare an expectation the
-    check needs: the reference's defaults describe clusters we provision, never a customer's (issue 17). ``keys``
+    check needs: the reference's defaults describe clusters we provision, never a customer's. ``keys``
     are target-file paths of pytest_slurmflox.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
     group's row of ``declared.GROUP_KEYS`` lists them (tests/unit/test_declared.py keeps the two equal)."""
     from pytest_slurmflox.declared import missing

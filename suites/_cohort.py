@@ -1,10 +1,10 @@
 """The worker cohort, and showing a per-worker property on every worker of it in one step.
 
 Why one step: a property shown one job (or one SSH command) per worker costs a scheduler pass per worker, and the
-run grows with the cohort (issue 29: TR's REST environments 3.6 s at 3 workers, 36.7 s at 32). One
+run grows with the cohort. One
 ``srun -N<n> --ntasks-per-node=1 -w <every worker>`` step costs one allocation whatever the cohort; each task prints
 its lines marked with the check's nonce and its node, the output is parsed once, and a worker whose line is missing
-or wrong is named (issue 26: "every worker, every time").
+or wrong is named: every worker, every time.
 
 Why the cohort pre-flight is strict: a worker whose slurmd stopped is ``idle*`` in ``sinfo`` until slurmctld marks
 it down; counting it as serving let a run crawl for 15 minutes with every job waiting for it. Any of the flags
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_slurmflox.busy import serving
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.run import Result, quoted
 
-from ._marks import Marked, _q, on_each, per_node
+from ._marks import Marked, on_each, per_node
 from ._reservation import reservation
 from ._shared import observe_once
 
@@ -33,7 +33,7 @@ PREFLIGHT_DEADLINE = 20
 
 def partition_nodes(target) -> tuple[dict[str, str], Result]:
     """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
-    res = target.login.run(f"sinfo -h -N -p {_q(target.spec.partition)} -o '%N|%T'")
+    res = target.login.run(quoted("sinfo -h -N -p %s -o '%%N|%%T'", target.spec.partition))
     return node_states(res.stdout), res
 
 
@@ -144,7 +144,7 @@ def ring(nodes: Sequence[str]) -> list[tuple[str, str]]:
 def ring_case(pairs: list[tuple[str, str]], body: Callable[[str, str], str]) -> str:
     """A ``case "$SLURMD_NODENAME"`` that runs ``body(self, other)`` on each node of ``pairs``: with
     ``pairs=ring(nodes)`` the writer side (self=writer, other=reader); with the pairs reversed, the reader side."""
-    arms = " ".join(f"{_q(me)}) {body(me, other)};;" for me, other in pairs)
+    arms = " ".join(f"{quoted('%s', me)}) {body(me, other)};;" for me, other in pairs)
     return f'case "$SLURMD_NODENAME" in {arms} *) echo "not in the cohort: $SLURMD_NODENAME";; esac'
 
 

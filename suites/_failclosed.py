@@ -11,8 +11,7 @@ the TaskProlog is run as the task's user with that directory as its argument, an
 
 from __future__ import annotations
 
-import shlex
-
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
 #: The profiles that must be refused: case -> what it is (shown in a failure).
@@ -30,8 +29,8 @@ def probe_script(task_prolog: str = "") -> str:
     """Shell text for one worker: names the TaskProlog its own slurm.conf has in force (``conf=``,
     ``taskprolog=``), then runs ``task_prolog`` (or, when empty, that one) against each of :data:`CASES` and
     prints ``case=<c> rc=<exit>`` and each stdout line as ``out=<c> <line>``."""
-    schema = shlex.quote(TASK_PROFILE_SCHEMA)
-    run = shlex.quote(task_prolog) if task_prolog else '"$tp"'
+    schema = quoted("%s", TASK_PROFILE_SCHEMA)
+    run = quoted("%s", task_prolog) if task_prolog else '"$tp"'
     return f"""conf=${{SLURM_CONF:-/etc/slurm/slurm.conf}}
 tp=$(grep -i '^[[:space:]]*taskprolog[[:space:]]*=' "$conf" 2>/dev/null | tail -n1 |
   sed 's/^[^=]*=[[:space:]]*//; s/[[:space:]#].*//')

@@ -1,18 +1,17 @@
 """The per-check nonce mark, and one script run once on each worker with every line marked by node.
 
 Why a module of its own: a site's TaskProlog, a login banner or a shell profile writes to the same stdout as our
-command (issue 17); every suite that reads a command's output reads only the lines that carry its own nonce, so the
+command; every suite that reads a command's output reads only the lines that carry its own nonce, so the
 marking and the reading are spelled once, here.
 """
 
 from __future__ import annotations
 
 import secrets
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.run import Result, quoted
 
 from ._busy import waiting_for_held
 
@@ -23,7 +22,7 @@ class Mark:
 
     A site's TaskProlog (``print ...``), a login banner, the MOTD or a shell profile that echoes write to the same
     stdout as our command; reading only the lines that carry this check's nonce means such lines never change a
-    verdict, whatever they say (issue 17)."""
+    verdict, whatever they say."""
 
     nonce: str
 
@@ -89,7 +88,7 @@ def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout:
         'while IFS= read -r l || [ -n "$l" ]; do '
         f'printf \'%s|%s|%s\\n\' {mark.nonce} "$SLURMD_NODENAME" "$l"; done'
     )
-    return every_worker_step(jobs, nodes, args, "bash -c " + _q(body), mark, timeout=timeout)
+    return every_worker_step(jobs, nodes, args, "bash -c " + quoted("%s", body), mark, timeout=timeout)
 
 
 def every_worker_step(
@@ -106,8 +105,3 @@ def every_worker_step(
         return marked(jobs.srun(line, command, timeout=limit), mark)
 
     return waiting_for_held(jobs, names, attempt, args, timeout)
-
-
-def _q(text: str) -> str:
-    """``shlex.quote`` under a short name: every value a suite puts into remote shell text goes through it."""
-    return shlex.quote(text)

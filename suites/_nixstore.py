@@ -1,4 +1,4 @@
-"""T2's Nix store check (issue #20): each worker runs from exactly the store paths of the pinned generation, unmodified.
+"""T2's Nix store check: each worker runs from exactly the store paths of the pinned generation, unmodified.
 
 Two ways to know the store paths, never from the worker under test:
 
@@ -25,10 +25,11 @@ import pytest
 
 from pytest_slurmflox.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 
 from ._capability import requirement
-from ._marks import _q, on_each, per_node
+from ._marks import on_each, per_node
 from ._profile import PROFILE_DIR
 from ._records import runtimes
 
@@ -50,12 +51,14 @@ def local_store_problems(target, submit, workers, environment: str) -> tuple[str
     ok, detail, registered = pool.store_verification(expected)
     requirement(ok, f"nix-store --verify-path {expected} passes in the substrate's store", detail)
     profiles = {node: pool.nix_profile(node) for node in workers}  # the provider's record of where each pin lives
-    cases = " ".join(f"{_q(node)}) p={_q(profile)};;" for node, profile in profiles.items())
+    cases = " ".join(quoted("%s) p=%s;;", node, profile) for node, profile in profiles.items())
     script = (
         f'case "$SLURMD_NODENAME" in {cases} *) p=/nonexistent;; esac; '
         't=$(/usr/bin/readlink -e "$p") || t=NONE; echo "profile $t"; '
-        f'a=$(/usr/bin/cat {_q(PROFILE_DIR)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
-        f'if [ "$t" != NONE ]; then echo "nar $(/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar "$t" 2>&1 | tail -n 1)"; fi'
+        f'a=$(/usr/bin/cat {quoted("%s", PROFILE_DIR)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
+        + quoted(
+            'if [ "$t" != NONE ]; then echo "nar $(/bin/bash -c %s nar "$t" 2>&1 | tail -n 1)"; fi', WORKER_NAR_HASH_SH
+        )
     )
     res = on_each(submit, workers, script)
     seen = per_node(res)
@@ -89,11 +92,11 @@ def declared_store_problems(target, submit, workers) -> tuple[str, list[str], ob
             f"generation's store content, target {target.spec.name!r})"
         )
     script = (
-        f"d={_q(rt.realized_path)}; "
-        f'a=$(/usr/bin/cat {_q(rt.profile_dir)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
+        f"d={quoted('%s', rt.realized_path)}; "
+        f'a=$(/usr/bin/cat {quoted("%s", rt.profile_dir)}/realized-path 2>/dev/null) || a=NONE; echo "active $a"; '
         '[ -e "$d" ] || { echo "nar MISSING"; exit 0; }; '
         '[ -x /usr/bin/nix-store ] && [ -x /usr/bin/nix-hash ] || { echo "nar NO-NIX"; exit 0; }; '
-        f'echo "nar $(/bin/bash -c {_q(WORKER_NAR_HASH_SH)} nar "$d" 2>&1 | tail -n 1)"'
+        f'echo "nar $(/bin/bash -c {quoted("%s", WORKER_NAR_HASH_SH)} nar "$d" 2>&1 | tail -n 1)"'
     )
     res = on_each(submit, workers, script)
     seen = per_node(res)
@@ -144,7 +147,7 @@ def flox_lock_check(target, submit, workers, expect) -> None:
     system, one lock across the cohort, and every locked path of the worker's system verified there."""
     pinned, source = _pinned(target, expect)
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)  # FLOX_ENV of each slurmd
-    cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
+    cases = " ".join(quoted("%s) d=%s;;", node, rt.realized_path) for node, rt in records.items())
     res = on_each(submit, workers, f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; {_LOCK_PROBE}')
     seen = {node: _tagged(lines) for node, lines in per_node(res).items()}
     missing = {node: got["missing"] for node, got in seen.items() if "missing" in got}
@@ -171,8 +174,8 @@ def flox_lock_check(target, submit, workers, expect) -> None:
     requirement(not differ, f"every worker realized {expect.environment}'s lock ({source}): " + "; ".join(differ), res)
     digests = {node: lock.digest for node, lock in locks.items()}
     requirement(len(set(digests.values())) == 1, "one generation lock across the whole cohort", str(digests))
-    lists = {node: " ".join(_q(p) for p in sorted(set(ps.values()))) for node, ps in paths.items()}
-    cases = " ".join(f"{_q(node)}) set -- {args};;" for node, args in lists.items())
+    lists = {node: " ".join(quoted("%s", p) for p in sorted(set(ps.values()))) for node, ps in paths.items()}
+    cases = " ".join(f"{quoted('%s', node)}) set -- {args};;" for node, args in lists.items())
     verify = (
         f'case "$SLURMD_NODENAME" in {cases} *) set --;; esac; for p in "$@"; do '
         'if out=$(nix-store --verify-path "$p" 2>&1); then echo "ok $p"; '

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.run import Result, quoted
 
-from ._marks import Marked, _q, on_each, per_node
+from ._marks import Marked, on_each, per_node
 from ._shared import observe_once
 
 #: Files of the task profile (provision/README.md); ``revision`` is the completion marker.
@@ -50,9 +50,10 @@ def profiles_once(request, target, jobs, nodes: Iterable[str]) -> tuple[dict[str
 
 def _read_step(jobs, nodes: Iterable[str], directory: str) -> Marked:
     """One step on every node printing ``file<TAB>line`` for each profile file (``MISSING<TAB>file`` if absent)."""
+    where = quoted("%s", directory)
     script = (
         # no profile directory at all: every file is missing (said as such, never a shell error taken for a file)
-        f"cd {_q(directory)} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
+        f"cd {where} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
         "done; exit 0; }; "
         f"for f in {' '.join(PROFILE_FILES)}; do "
         'if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\t%s\\n\' "$f" "$l"; done < "$f";'

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from pytest_slurmflox.run import quoted
+
 from ._capability import requirement
-from ._marks import _q
 
 
 def worker_runtime(target, name: str, mode: str):
@@ -65,8 +66,8 @@ def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
 
 def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     """FAIL "declared environment not realized", naming each worker, when the target declares a Flox environment
-    (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (issue 26: seen on an
-    independent Slurm 22.05 cluster, where T2 and TP used to SKIP for the missing record). One step on every
+    (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (a FAIL, never a SKIP
+    for the missing record). One step on every
     worker; ``--export=NONE``: only what the worker side gives the task counts, never the login's variables."""
     from pytest_slurmflox.declared import ENV, missing
     from pytest_slurmflox.expectations import unrealized_environment
@@ -76,7 +77,7 @@ def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     names = sorted(nodes)
     res = jobs.srun(
         f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} --export=NONE",
-        "/bin/bash -c " + _q(ENVIRON_PROBE),
+        "/bin/bash -c " + quoted("%s", ENVIRON_PROBE),
     )
     found = environs(res.stdout)
     problems = [f"{node}: no task environment came back" for node in names if node not in found]
@@ -113,7 +114,7 @@ def _shim_runtime(target, node: str, mode: str):
     listing = target.kube.exec(
         name,
         "slurmd",
-        "for d in " + " ".join(_q(e) for e in entries) + '; do for f in "$d"/*; do '
+        "for d in " + " ".join(quoted("%s", e) for e in entries) + '; do for f in "$d"/*; do '
         '[ -f "$f" ] && [ -x "$f" ] && printf \'%s|%s\\n\' "$d" "${f##*/}"; done; done; true',
     )
     bins: dict[str, list[str]] = {}

@@ -1,7 +1,7 @@
 """The declared reservation (``slurm.reservation``): with one, the cohort is the reservation's nodes.
 
 Why: an acceptance run on a production cluster normally runs inside an admin reservation (that is how a platform
-team makes room on a busy cluster, issue 38). Every job of the run carries ``--reservation`` (submit.Jobs), so Slurm
+team makes room on a busy cluster). Every job of the run carries ``--reservation`` (submit.Jobs), so Slurm
 places it on those nodes only; the cohort the checks judge and reach must be the same nodes, or a per-worker check
 would wait for a worker its jobs may never use.
 

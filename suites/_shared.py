@@ -2,8 +2,8 @@
 
 Why: several checks judge different requirements on the same observation. T3's four profile checks and T11's
 revision check read the same task-profile files on every worker; T8's child and detached stray processes can be
-left by the same job. Each observation is a step on every worker (T8's: a job and three of them), and at 32 workers
-such a step costs seconds of the host's CPU in Slurm's own daemons (#29), so the run makes it once: the first check
+left by the same job. Each observation is a step on every worker (T8's: a job and three of them), and on a large cohort
+such a step costs seconds of the host's CPU in Slurm's own daemons, so the run makes it once: the first check
 to need it makes it while holding the run's lock and records it (pytest_slurmflox/runrecord.py); every other check,
 in the same process or another xdist process, reads the record and shows the recorded commands as its own evidence,
 so each verdict still names the step it was judged on. The observation only observes: what is right is decided by

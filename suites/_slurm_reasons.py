@@ -1,5 +1,5 @@
 """Slurm's own reasons for refusing work: a check that expects a refusal judges it by Slurm's words, never by a
-non-zero exit alone (a missing user, a partition ACL or a typo'd partition also exit non-zero; issue 26)."""
+non-zero exit alone (a missing user, a partition ACL or a typo'd partition also exit non-zero)."""
 
 from __future__ import annotations
 

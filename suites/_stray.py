@@ -8,9 +8,9 @@ that judges it stays next to T8's other requirements.
 from __future__ import annotations
 
 import secrets
-import shlex
 from collections.abc import Sequence
 
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.slurm import TERMINAL_STATES
 from pytest_slurmflox.waits import job_timeout
 
@@ -90,7 +90,7 @@ def _stray_job(submit, workers, base: str, hows: list[str], ending: str) -> str:
     start = "\n".join(lines[how].format(m=_marked(base, how)) for how in hows)
     task = f"{start}\n{wait_released if ending == 'ended' else 'sleep 600'}\n"
     n = len(workers)
-    script = f"#!/bin/bash\nsrun -N{n} -n{n} --ntasks-per-node=1 bash -c {shlex.quote(task)}\n"
+    script = f"#!/bin/bash\nsrun -N{n} -n{n} --ntasks-per-node=1 bash -c {quoted('%s', task)}\n"
     return submit.sbatch(script, f"-N{n}", f"-n{n}", "--ntasks-per-node=1", f"-w{','.join(workers)}", suffix=ending)
 
 

@@ -34,7 +34,7 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     the jobs that hold it; a worker that stops serving meanwhile FAILs, named by its state. The verdict has three
     states: healthy (the nodes), broken (``failure``: FAIL), busy past the budget (``busy``: NOT RUN).
 
-    Decided once per run (#29): under pytest-xdist the first process to get here decides and records the verdict,
+    Decided once per run: under pytest-xdist the first process to get here decides and records the verdict,
     the others read it (pytest_slurmflox/runrecord.py), so every process judges against the same cohort, a failing
     pre-flight reads the same in every process, and the cluster sees one pre-flight step instead of one per process.
     """
@@ -84,7 +84,7 @@ def _decide_cohort(target, state, busy_timeout: float) -> dict:
 
 @pytest.fixture(scope="session", autouse=True)
 def _cohort_preflight(workers: list[str]) -> None:
-    """The cohort pre-flight (#16): every check depends on the cohort check of :func:`workers`, run once per process
+    """The cohort pre-flight: every check depends on the cohort check of :func:`workers`, run once per process
     before the first check. A drained, unready, unregistered or foreign worker (or a login/controller that does not
     answer) FAILS the first check's setup naming the cause, and pytest re-raises the same cached failure for every
     later check at once: each is reported blocked with that reason instead of waiting for its own job timeout."""

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, py
 def _worker_pods(target):
     require(target, "kubernetes")
     require(target, "flox-shim")
-    # the declared NodeSet's running pods only: another NodeSet or an evicted pod is not a worker of it (#26)
+    # the declared NodeSet's running pods only: another NodeSet or an evicted pod is not a worker of it
     pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)
     requirement(
         bool(pods), "the declared NodeSet runs slurmd worker pods", f"no running pod of it in {target.spec.kubernetes}"
@@ -137,7 +137,7 @@ def _node_reader(target):
     """How T1 reads a node's containerd configuration: as root through the substrate's own node access (the qemu
     pool), else through the privileged debug pod the target declares (``kubernetes.node_debug_image``,
     pytest_slurmflox/nodedebug.py, as ``kubectl debug node/...`` makes one). A customer target that declares
-    neither is NOT RUN naming the key, never a silent SKIP (#26)."""
+    neither is NOT RUN naming the key, never a silent SKIP."""
     if target.why_missing("node-admin") is None:
         return target.pool.containerd_config
     image = target.spec.kubernetes.node_debug_image

@@ -6,7 +6,7 @@ the target file) and what it has at its realized path is that generation's conte
 Where the expectations come from (never from a file the worker wrote):
 
 - the pinned reference: the target file's ``expect.settings`` (WORKER_FLOX_ENV, WORKER_FLOX_GENERATION); that it
-  is ``owner/name:generation`` is no check here: the settings validators refuse any other target file (issue 26);
+  is ``owner/name:generation`` is no check here: the settings validators refuse any other target file;
 - the content: the runtime provider's own record of the realized generation (local: the content digest, store
   entry and reference the local runtime provider recorded on the host when it realized ``local/<name>:<gen>``,
   read through the worker pool; an existing cluster: the target file's declared ``runtime``, its realized path,
@@ -21,12 +21,13 @@ import pytest
 
 from pytest_slurmflox.declared import ENV
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import cohort
-from ._marks import _q, on_each, per_node
+from ._marks import on_each, per_node
 from ._nixstore import declared_store_problems, flox_lock_check, local_store_problems
 from ._records import runtimes
 
@@ -57,8 +58,9 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
             "missing capability content-record: the runtime provider keeps no content digest for "
             f"{', '.join(undigested)} (the Flox shim's lock metadata is not compared yet)"
         )
-    cases = " ".join(f"{_q(node)}) d={_q(rt.realized_path)};;" for node, rt in records.items())
-    script = f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; /bin/bash -c {_q(DIGEST_SH)} digest "$d"'
+    cases = " ".join(quoted("%s) d=%s;;", node, rt.realized_path) for node, rt in records.items())
+    digest = quoted("%s", DIGEST_SH)
+    script = f'case "$SLURMD_NODENAME" in {cases} *) d=/nonexistent;; esac; /bin/bash -c {digest} digest "$d"'
     res = on_each(submit, workers, script)
     seen = per_node(res)
     for node, rt in records.items():
@@ -72,7 +74,7 @@ def test_every_worker_has_the_pinned_generations_content(target, submit, workers
 
 
 def test_every_worker_runs_the_pinned_nix_store_path_unmodified(target, submit, workers, expect):
-    """#20: each worker runs from exactly the store paths of the pinned generation, unmodified (suites/_nixstore.py).
+    """Each worker runs from exactly the store paths of the pinned generation, unmodified (suites/_nixstore.py).
 
     Local: the path our code computes for the pinned generation, Nix's verify-path in the substrate's store, and on
     each worker what its profile points at, what its tasks were activated from and the NAR hash of what it has

@@ -89,7 +89,7 @@ def test_submission_creates_no_kubernetes_object(target, submit):
     errors = [e for w in watches for e in w.errors]
     requirement(not errors, "the Kubernetes API was watched for the whole life of the job", *errors)
     requirement(state.state == "COMPLETED", "the watched job completed", str(state))
-    # only what is tied to the job counts (issue 26): another tenant's CronJob elsewhere is not the job's doing
+    # only what is tied to the job counts: another tenant's CronJob elsewhere is not the job's doing
     namespace = target.spec.kubernetes.namespace
     tied = sorted(
         why

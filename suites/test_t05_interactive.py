@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.waits import job_timeout
 
 from ._capability import requirement
-from ._marks import Mark, _q
+from ._marks import Mark
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T5]
 
 
 def test_srun_spans_two_workers(submit, workers):
     mark = Mark.new()
-    res = submit.srun("-N2 -n2 --ntasks-per-node=1", "bash -c " + _q(mark.echo("$SLURMD_NODENAME")))
+    res = submit.srun("-N2 -n2 --ntasks-per-node=1", "bash -c " + quoted("%s", mark.echo("$SLURMD_NODENAME")))
     names = mark.lines(res.stdout)
     requirement(
         res.ok and len(set(names)) == 2 and set(names) <= set(workers),
@@ -46,7 +47,7 @@ def test_salloc_then_srun(submit, target):
 
 def test_batch_job_runs_several_steps(submit):
     mark = Mark.new()
-    step = _q(mark.echo("step=$SLURM_STEP_ID"))
+    step = quoted("%s", mark.echo("step=$SLURM_STEP_ID"))
     script = f"#!/bin/bash\nfor i in 1 2 3; do srun -n1 bash -c {step}; done\n"
     job = submit.sbatch(script, "-N1")
     state = submit.wait(job)[job]

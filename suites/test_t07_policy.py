@@ -3,8 +3,8 @@
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
 job is an early job (Slurm enforces limits in whole minutes, checked periodically): submitted once per run right
 after the pre-flight (pytest_slurmflox/early.py), it runs beside every other check, and the check, ordered last,
-collects what Slurm did with it. So are the array's, the afterok and afternotok chains' and the two singleton jobs
-(#29): those checks only wait on Slurm, so their jobs run beside the other checks and the checks judge what Slurm
+collects what Slurm did with it. So are the array's, the afterok and afternotok chains' and the two singleton jobs:
+those checks only wait on Slurm, so their jobs run beside the other checks and the checks judge what Slurm
 did, the same jobs and the same judgement as when a check submits its own (no early record: the pre-flight failed,
 or the job was claimed).
 
@@ -74,7 +74,7 @@ def _claimed(request, jobs: Jobs, *specs: EarlyJob) -> list[Claimed]:
 
 def _ended(request, submit: Jobs, *jobs: str) -> None:
     """The check's span ends when Slurm ended the last of its jobs, not when the check, ordered last, collected
-    them (an early array's span was 65 s for jobs that ran in 2: the longest check of the run, by that measure)."""
+    them: the span measures Slurm's work, not the check's place in the run."""
     ended = submit.slurm.last_end(jobs)
     if ended:
         request.node.user_properties.append((UNTIL, ended))

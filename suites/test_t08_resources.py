@@ -103,8 +103,8 @@ def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm,
     """On every worker in one step (one step per distinct node shape): a request for all the CPUs and memory Slurm's
     node record declares for that worker runs on that many CPUs as the kernel sees them (Cpus_allowed_list) and no
     cgroup above the task holds it below that memory. The node record is slurmctld's; the CPUs and limits are the
-    kernel's, read by the task: a worker whose pod or cgroup does not give the whole node FAILs, named (#26: it used
-    to read one worker's answer back against the request it made)."""
+    kernel's, read by the task: a worker whose pod or cgroup does not give the whole node FAILs, named; the
+    expectation is the node record, never the request read back."""
     require_enforced(target, "cpu-binding")
     nodes = {n.name: n for n in slurm.nodes()}
     allowed = _allowed_ram_space(target)
@@ -222,8 +222,8 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
 
 #: In a task limited to --mem=64 on its worker: a buffer of 8 MiB fits (the control: a kill below is the limit, not
 #: the probe), one of 512 MiB does not; each prints dd's exit status (137: the kernel's OOM killer, the cgroup
-#: limit). One read into dd's buffer touches its pages at once (#29: a line-less pipe into ``tail`` copied the
-#: same memory twice through a pipe: at 32 workers 6.9 s and 7.4 CPU-seconds for the step, dd's 2.8 and 3.3).
+#: limit). One read into dd's buffer touches its pages at once, and nothing copies
+#: them again.
 _MEMORY_PROBE = (
     "dd if=/dev/zero of=/dev/null bs=8M count=1 status=none; echo fits=$?; "
     "dd if=/dev/zero of=/dev/null bs=512M count=1 status=none; echo hog=$?"

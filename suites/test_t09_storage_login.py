@@ -35,7 +35,7 @@ CLIENT_COMMANDS = ("sbatch", "srun", "squeue", "scancel", "sinfo")
 
 def test_login_endpoint_user_is_unprivileged(target, login):
     """The login endpoint's user is an ordinary user (the suites' claims about unprivileged work rest on it). Not
-    "``id -un`` is ``login.user``": SSH logged in as that name, so that could only compare it with itself (#26)."""
+    "``id -un`` is ``login.user``": SSH logged in as that name, so that could only compare it with itself."""
     res = login.run("id -u")
     uid = res.stdout.strip()
     user = target.spec.login.user

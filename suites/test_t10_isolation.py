@@ -25,12 +25,12 @@ from pytest_slurmflox.declared import PLACEMENT
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.kubeobjects import worker_pods
-from pytest_slurmflox.run import command_line
+from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import across, task_identities
-from ._marks import Mark, _q, every_worker_step, per_node
+from ._marks import Mark, every_worker_step, per_node
 from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
@@ -50,8 +50,8 @@ def test_tasks_run_as_the_user_not_root(request, submit, workers, login):
 
 def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     """Out of a task's reach is what counts: EACCES on the key, or ENOENT because its directory cannot even be
-    entered, is the desired result (issue 17). The places are the cluster's own (``scontrol show config`` at the
-    login endpoint, munged's arguments on each worker, ``%n``/``%h`` resolved per worker: issue 26), probed on
+    entered, is the desired result. The places are the cluster's own (``scontrol show config`` at the
+    login endpoint, munged's arguments on each worker, ``%n``/``%h`` resolved per worker), probed on
     every worker in one step. That each worker holds a key is checked from the admin side when the target has one
     (root's task on each worker), never inferred from what the user's task can see."""
     shown = login.run("scontrol show config")
@@ -68,7 +68,7 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     )
     if target.spec.admin is None:
         return  # the task side is the requirement; presence needs the admin side, which this target declares not
-    require(target, "admin")  # declared but not working: FAIL naming it, never a silent early PASS (#26)
+    require(target, "admin")  # declared but not working: FAIL naming it, never a silent early PASS
     auth = [p for p in places if p.auth]
     present = across(SimpleNamespace(srun=_admin_srun(target, submit)), workers, probe_script(auth, munge))
 
@@ -113,7 +113,7 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
         f"for f in {files}; do if [ -e $f ] && /usr/bin/head -c1 $f >/dev/null 2>&1; then "
         f"{mark.echo('READABLE $SLURMD_NODENAME: $f')}; fi; done; {mark.echo('checked')}; {ENVIRON_PROBE}"
     )
-    env = every_worker_step(submit, workers, "--export=NONE", "/bin/bash -c " + _q(script), mark)
+    env = every_worker_step(submit, workers, "--export=NONE", "/bin/bash -c " + quoted("%s", script), mark)
     own = mark.lines(env.stdout)
     requirement(env.ok and own.count("checked") == len(workers), "the probe ran on every worker", env)
     readable = [line.removeprefix("READABLE ") for line in own if line.startswith("READABLE ")]
@@ -135,12 +135,12 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
 
 def test_worker_pods_only_on_reserved_nodes(target, expect):
     require(target, "kubernetes")
-    declared(target, *PLACEMENT)  # a customer's pool has its own label and taint: NOT RUN until declared (#26)
+    declared(target, *PLACEMENT)  # a customer's pool has its own label and taint: NOT RUN until declared
     placement = _placement(target)
     nodeset = declared_nodeset(target)
     problems = placement_problems(nodeset["spec"]["template"], placement)
     requirement(not problems, f"the NodeSet selects {placement.label} and tolerates {placement.taint}", *problems)
-    pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)  # its running pods only (#26)
+    pods = worker_pods(target.kube.pods(), target.spec.kubernetes.nodeset)  # its running pods only
     hosts = [p["spec"].get("nodeName") for p in pods]
     problems = node_pool_problems(target.kube.nodes(), [h for h in hosts if h], placement)
     requirement(

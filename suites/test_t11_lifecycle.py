@@ -31,7 +31,7 @@ from pytest_slurmflox.run import command_line, quoted
 from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
-from ._marks import Mark, _q
+from ._marks import Mark
 from ._profile import read_profiles
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.destructive]
@@ -115,7 +115,7 @@ def test_live_update_moves_the_whole_cohort(lifecycle, target, expect, submit, w
     watcher = Watcher(target)
     watcher.start()
     try:
-        mark = Mark.new()  # a site prolog or banner may print into the output: only our marked lines count (#26)
+        mark = Mark.new()  # a site prolog or banner may print into the output: only our marked lines count
         profile = "/run/flox-task-profile/current"
         queued = submit.sbatch(
             "#!/bin/bash\n" + mark.wrap(f"cat {profile}/path-precedence {profile}/revision") + "\n",
@@ -164,7 +164,7 @@ def test_cpu_revision_readvertises_capacity_without_stale_records(lifecycle, tar
     stale = [n for n in nodes.values() if "INVALID" in n.state or "differ" in n.reason.lower()]
     requirement(not stale, "no stale node record remains", *map(str, stale))
     mark = Mark.new()
-    res = submit.srun(f"-N1 -n1 -c{new_cpus}", "bash -c " + _q(mark.echo("$SLURM_CPUS_ON_NODE")))
+    res = submit.srun(f"-N1 -n1 -c{new_cpus}", "bash -c " + quoted("%s", mark.echo("$SLURM_CPUS_ON_NODE")))
     requirement(
         res.ok and mark.lines(res.stdout) == [str(new_cpus)],
         "a job gets the new capacity",

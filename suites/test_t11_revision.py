@@ -31,7 +31,7 @@ def revision(expect) -> str:
 def test_declared_revision_is_the_one_the_settings_compute(expect, revision, target):
     """A revision written by hand in a customer's target file must be the one its settings compute. A target a
     substrate wrote holds the revision that substrate computed from the very same settings: comparing them would
-    compare a value with itself, so there the check is not applicable (profiles local and qemu, issue 26)."""
+    compare a value with itself, so there the check is not applicable (profiles local and qemu)."""
     if target.spec.declared is None:
         pytest.skip(
             "missing capability declared-revision: this target's revision was computed from its own settings by "

@@ -1,6 +1,6 @@
 """TA: accounting through slurmdbd: finished jobs and their steps in sacct, associations and their limits enforced.
 
-Requirement (#13): a finished job is in ``sacct`` with its state, exit code, node list, elapsed time, user and
+Requirement: a finished job is in ``sacct`` with its state, exit code, node list, elapsed time, user and
 account; its steps appear; a user without an association is refused at submission; an association limit is
 enforced. Runs where the target file declares ``accounting`` (capabilities.py); SKIPs naming the capability where
 it declares none; FAILS when it is declared but slurmdbd does not answer.

@@ -1,6 +1,6 @@
 """TAR (destructive, opt-in): accounting data survives a restart of slurmdbd and of slurmctld.
 
-Requirement (#13): a job recorded before the restarts is still in ``sacct`` with the same state, exit code, node
+Requirement: a job recorded before the restarts is still in ``sacct`` with the same state, exit code, node
 list and account after slurmdbd and then slurmctld were restarted, and a job run after them is recorded too.
 Restarting the cluster's daemons disrupts everyone using it, so the group is destructive: it runs only when named
 (``--slurmflox-groups=TAR``) or with ``--slurmflox-destructive``. It needs ``accounting`` and an owner that can

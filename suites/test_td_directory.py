@@ -45,7 +45,7 @@ def _directory(target):
 
 def _reader(target):
     """Where our code queries the directory from: the admin endpoint, else (no admin declared) the login endpoint,
-    never a worker. A declared admin login that does not work is a FAIL naming it, never a silent fallback (#26)."""
+    never a worker. A declared admin login that does not work is a FAIL naming it, never a silent fallback."""
     if target.spec.admin is None:
         return target.login
     require(target, "admin")

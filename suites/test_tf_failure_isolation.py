@@ -11,7 +11,7 @@ Where the expectations come from: the broken definitions are the local runtime p
 worker must report is known here; the healthy cohort is the ``workers`` fixture (Slurm cross-checked with the
 owner).
 
-Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py, #29):
+Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py):
 their time out of Slurm runs beside the other checks, and each check, run last, judges a worker that has been out of
 Slurm since then, waiting only for what is left of :data:`WINDOW` (the whole window when it started its own).
 """
@@ -25,12 +25,13 @@ import pytest
 
 from pytest_slurmflox.early import SINCE, UNTIL
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.waits import WaitTimedOut, poll
 
 from ._capability import requirement
-from ._marks import Mark, _q, every_worker_step
+from ._marks import Mark, every_worker_step
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TF]
 
@@ -86,7 +87,7 @@ def test_unrealizable_worker_never_registers(request, target, submit, workers):
             f"isolated worker outcome: {started.outcome}",
         )
         mark = Mark.new()
-        ok = every_worker_step(submit, workers, "", "bash -c " + _q(mark.wrap("hostname")), mark)
+        ok = every_worker_step(submit, workers, "", "bash -c " + quoted("%s", mark.wrap("hostname")), mark)
         requirement(
             ok.ok and sorted(set(mark.lines(ok.stdout))) == sorted(workers),
             "the rest of the cohort keeps working",

@@ -17,10 +17,11 @@ import secrets
 import pytest
 
 from pytest_slurmflox.declared import HOME, IDENTITY
+from pytest_slurmflox.run import quoted
 
 from ._capability import declared, requirement
 from ._cohort import across, local_accounts, task_identities
-from ._marks import _q, per_node
+from ._marks import per_node
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TI]
 
@@ -90,10 +91,13 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
     # (the path and the group are values, quoted; only $SLURMD_NODENAME is left for the task's shell to expand)
     # this check's own files (a killed run of the same id may have left files of the same run id behind)
     own = f"{outdir}/ti-{run_id}-{secrets.token_hex(4)}-"
-    path = f'{_q(own)}"$SLURMD_NODENAME"'
-    step = across(submit, workers, f"touch {path} && chgrp {_q(ident.supp_group)} {path} && stat -c %U:%G:%u:%g {path}")
+    path = f'{quoted("%s", own)}"$SLURMD_NODENAME"'
+    group = quoted("%s", ident.supp_group)
+    step = across(submit, workers, f"touch {path} && chgrp {group} {path} && stat -c %U:%G:%u:%g {path}")
     at_login = login.run(
-        " && ".join(f"printf '%s %s\\n' {_q(node)} $(stat -c %U:%G:%u:%g {_q(own + node)})" for node in workers)
+        " && ".join(
+            quoted("printf '%%s %%s\\n' %s $(stat -c %%U:%%G:%%u:%%g %s)", node, own + node) for node in workers
+        )
     )
     seen_at_login = dict(line.split(" ", 1) for line in at_login.stdout.splitlines() if " " in line)
 

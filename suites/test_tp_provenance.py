@@ -37,7 +37,7 @@ from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirect
 from pytest_slurmflox.waits import job_timeout
 
 from ._capability import declared, requirement
-from ._marks import _q, on_each, per_node
+from ._marks import on_each, per_node
 from ._records import ENVIRON_PROBE, SUBMIT_PROBE, environs, require_flox_runtime, runtimes
 from ._slurm_reasons import lost_scripts
 
@@ -152,7 +152,7 @@ def records(target, workers, expect):
 
 
 def _realized(records, target, submit, workers) -> dict:
-    """The runtime records; without any: FAIL when the declared environment is not realized (#26), else SKIP."""
+    """The runtime records; without any: FAIL when the declared environment is not realized, else SKIP."""
     if isinstance(records, str):
         require_flox_runtime(target, submit, workers)
         pytest.skip(records)
@@ -227,8 +227,8 @@ def test_command_in_environment_and_image_resolves_per_policy(submit, workers, r
     declared(target, PRECEDENCE)
     scripts = []
     for node, rt in records.items():
-        pairs = " ".join(f"{_q(entry)}/{_q(name)}" for entry, names in rt.bin_entries.items() for name in names)
-        scripts.append(f"{_q(node)}) set -- {pairs};;")
+        pairs = " ".join(quoted("%s/%s", entry, name) for entry, names in rt.bin_entries.items() for name in names)
+        scripts.append(f"{quoted('%s', node)}) set -- {pairs};;")
     script = (
         f'case "$SLURMD_NODENAME" in {" ".join(scripts)} esac; for f in "$@"; do n=${{f##*/}}; '
         'for b in /usr/local/bin /usr/bin /bin; do if [ -x "$b/$n" ]; then '

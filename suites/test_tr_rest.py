@@ -1,6 +1,6 @@
 """TR: REST submission through slurmrestd, with the same task-environment contract as sbatch.
 
-Requirement (#13): as the test user, with a token from ``scontrol token``, an ordinary batch script submitted
+Requirement: as the test user, with a token from ``scontrol token``, an ordinary batch script submitted
 through the REST API runs on a worker with exactly the task environment TP computes for sbatch (the Flox PATH per
 the policy, exactly the allow-listed activation variables, the submitted variables, Slurm's own); the job can be
 queried and cancelled through REST; a request without a valid token, or one that names another user, is refused.
@@ -176,7 +176,7 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers,
     """A REST batch job on every worker: a batch step exists once per job, so it is one job per worker, but all
     are submitted at once, waited for together (one state query per tick for all of them) and their outputs read
     in one command, so the cost does not grow with the cohort. Without a runtime record, a declared environment
-    the tasks do not show at all FAILs (#26, as in TP); else the check SKIPs for the missing record."""
+    the tasks do not show at all FAILs (as in TP); else the check SKIPs for the missing record."""
     if isinstance(records, str):
         require_flox_runtime(target, submit, workers)
         pytest.skip(records)

@@ -18,12 +18,12 @@ a corpus nobody gave is not a skipped requirement, and TW is then not required f
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.run import quoted
 from pytest_slurmflox.siteaccess import option_name
 from pytest_slurmflox.slurm import SlurmError
 from pytest_slurmflox.workloads import Workload, exit_status, job_nodes, load_corpus
@@ -113,7 +113,7 @@ def test_workload(workload: Workload, submit, slurm) -> None:
     elapsed = time.monotonic() - started
     info = slurm.job_info(job)
     stdout_path = info.get("StdOut", "").replace("%j", job)
-    got = submit.login.run(f"cat {shlex.quote(stdout_path)}") if stdout_path else None
+    got = submit.login.run(quoted("cat %s", stdout_path)) if stdout_path else None
     output = got.stdout if got is not None and got.ok else f"<no output at {stdout_path!r}>"
     rc, signal = exit_status(info.get("ExitCode", ""))
     shown = (f"job {job}: state {state.state}, ExitCode {info.get('ExitCode')}, nodes {info.get('NodeList')}", output)

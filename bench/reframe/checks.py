@@ -1,4 +1,4 @@
-"""ReFrame equivalents of six pytest-slurmflox acceptance checks (issue 29), run by bench/reframe_bench.py.
+"""ReFrame equivalents of six pytest-slurmflox acceptance checks, run by bench/reframe_bench.py.
 
 Each class submits, through ReFrame's ``slurm`` scheduler, the Slurm work of the pytest check named in its
 docstring and judges the same facts in its sanity function. Where ReFrame's model differs, its own idiom is used:

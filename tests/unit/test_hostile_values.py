@@ -4,6 +4,7 @@ real :class:`LocalRunner` (no cluster needed): an injected ``touch`` would leave
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -85,3 +86,29 @@ def test_a_hostile_group_name_reaches_chgrp_quoted(tmp_path: Path):
     result = LocalRunner().run(script)
     assert not result.ok and "invalid group" in result.stderr
     assert path.exists() and not marker.exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=HOSTILE)
+def test_quoted_makes_one_shell_word_of_any_value(value: str):
+    """Whatever a value holds (quotes, ``$(...)``, ``%s``, a backslash at the end), it comes out as one word, read
+    back byte for byte by a POSIX shell lexer, between the template's own words."""
+    assert shlex.split(quoted("cmd %s tail", value)) == ["cmd", value, "tail"]
+    assert shlex.split(quoted("%s", value)) == [value]
+
+
+def test_quoted_formats_its_template_and_never_a_value():
+    """The template is a ``%`` format: a literal ``%`` is written ``%%``; a ``%`` in a value is text."""
+    assert quoted("date +%%s -d %s", "50% off") == "date +%s -d '50% off'"
+    assert quoted("sinfo -p %s -o '%%N|%%T'", "debug") == "sinfo -p debug -o '%N|%T'"
+    assert quoted("echo %s %s", "%s", "%%") == "echo %s %%"
+    assert shlex.split(quoted("echo %s %s", "%s", "%%")) == ["echo", "%s", "%%"]
+    with pytest.raises(TypeError):
+        quoted("printf '%s' %s", "x")  # a literal % not doubled is an error, never a silently shifted value
+
+
+def test_quoted_runs_a_template_with_literal_percent_signs(tmp_path: Path):
+    """Through bash: ``%%`` reaches the command as ``%`` and the value reaches it verbatim."""
+    value = "50%s $(touch " + str(tmp_path / "executed") + ")"
+    result = LocalRunner().run(quoted("printf '<%%s>' %s", value)).check()
+    assert result.stdout == f"<{value}>" and not (tmp_path / "executed").exists()

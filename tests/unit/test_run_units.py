@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
 
-from pytest_slurmflox.run import LocalRunner, Result, command_line, with_env
+from pytest_slurmflox.run import Invocation, LocalRunner, Result, Runner, command_line, with_env
 from pytest_slurmflox.substrates.local.nsrunner import NamespaceRunner
 
 
@@ -89,3 +90,71 @@ def test_a_result_records_when_its_command_started():
     result = LocalRunner().run("sleep 0.5").check()
     assert before - 0.05 <= result.started <= before + 0.2
     assert result.duration >= 0.5
+
+
+def test_an_invocation_is_the_line_the_script_and_the_start():
+    """Every runner starts a command the same way: args quoted onto the line (the evidence), the env exports
+    in front of it only in the script ``bash -c`` runs."""
+    before = time.monotonic()
+    call = Invocation.start("printf %s", ["a b", "$(id)"], {"K": "v w"})
+    assert call.line == "printf %s 'a b' '$(id)'"
+    assert call.script == "export K='v w'; printf %s 'a b' '$(id)'"
+    assert call.argv == ["bash", "-c", call.script]
+    assert before <= call.t0 <= time.monotonic()
+    seen: list[Result] = []
+    result = call.result(seen.append, "here", "me", 3, "out", "err")
+    assert seen == [result]
+    assert (result.command, result.where, result.user, result.exit_status) == (call.line, "here", "me", 3)
+    assert (result.stdout, result.stderr) == ("out", "err") and result.duration >= 0
+
+
+def test_the_pod_runner_starts_its_command_as_the_local_runner_does(monkeypatch):
+    """The pod runner runs the invocation's ``bash -c`` argv and records its line: what the local runner runs and
+    records for the same call. The API server's exec stream is a stand-in here (no cluster in the unit layer)
+    that records what it was asked and closes with exit 0."""
+    import kubernetes.stream
+
+    from pytest_slurmflox.kube import PodRunner
+
+    asked: dict = {}
+
+    class Closed:
+        returncode = 0
+
+        def is_open(self) -> bool:
+            return False
+
+        def close(self) -> None:
+            pass
+
+    def stream(_func, pod, namespace, **kwargs):
+        asked.update(kwargs, pod=pod, namespace=namespace)
+        return Closed()
+
+    monkeypatch.setattr(kubernetes.stream, "stream", stream)
+    kube = SimpleNamespace(core=SimpleNamespace(connect_get_namespaced_pod_exec=None), namespace="slurm")
+    pod = PodRunner(kube, "worker-0", "slurmd").run("printf %s", "a b", env={"K": "v"})  # type: ignore[arg-type]
+    call = Invocation.start("printf %s", ["a b"], {"K": "v"})
+    assert asked["command"] == call.argv and (asked["pod"], asked["namespace"]) == ("worker-0", "slurm")
+    local = LocalRunner().run("printf %s", "a b", env={"K": "v"})
+    assert pod.command == local.command == call.line
+    assert (pod.exit_status, pod.where, pod.user) == (0, "pod/worker-0:slurmd", "root")
+
+
+def test_every_runner_is_a_runner_and_closes():
+    """``Runner`` is runtime-checkable and declares ``close``: each runner has it, and closing one that holds
+    nothing (or was never connected) is harmless, twice."""
+    from pytest_slurmflox.kube import PodRunner
+    from pytest_slurmflox.run import SSHRunner
+
+    runners = [
+        LocalRunner(),
+        NamespaceRunner(node="worker9", pid_of=lambda: None),
+        SSHRunner(host="127.0.0.1", port=22, user="nobody", key_file=None),
+        PodRunner(SimpleNamespace(), "worker-0", "slurmd"),  # type: ignore[arg-type]
+    ]
+    for runner in runners:
+        assert isinstance(runner, Runner), type(runner).__name__
+        runner.close()
+        runner.close()
+    assert not isinstance(SimpleNamespace(run=print, where="x", user="y"), Runner)  # no close: not a Runner

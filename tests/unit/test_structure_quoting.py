@@ -1,12 +1,13 @@
-"""No value reaches a remote shell unquoted (issue 28).
+"""No value reaches a remote shell unquoted, and run.py's ``quoted`` is the one way to quote.
 
 A runner's ``run(command, *args)`` hands ``command`` to ``bash -c`` on a node, a pod or this host. A value put
 into that text by an f-string, ``%`` or ``.format`` (a partition from the target file, a job id from a REST reply,
 a run id) becomes shell syntax if it holds a space, ``;`` or ``$(...)``. The one way in is
 :func:`pytest_slurmflox.run.quoted` (a value inside the line) or the runner's ``*args`` / ``command_line``
-(values appended), both ``shlex.quote``. This test reads the AST of the package and the suites and fails on a
-``.run(...)`` whose command interpolates anything else than a constant or a quoted value, also where the command
-is ``"sep".join(...)`` of parts (a comprehension, or a list built with ``append`` in the same function).
+(values appended); no other quoting exists (:func:`other_quoting`). This test reads the AST of the package and the
+suites and fails on a ``.run(...)`` whose command interpolates anything else than a constant or a quoted value, also
+where the command is ``"sep".join(...)`` of parts (a comprehension, or a list built with ``append`` in the same
+function).
 
 What it cannot see: a command built in another function and passed in (a parameter is the caller's business, and
 the caller's own ``.run`` is checked where it builds the text), and helpers that take shell text by contract
@@ -25,11 +26,14 @@ SCANNED = (ROOT / "pytest_slurmflox", ROOT / "suites")
 #: Calls whose first argument is a command line for a shell somewhere: a runner's ``run``, a qemu guest's ``root``.
 COMMAND_METHODS = {"run", "root"}
 #: Quoting templates: their first argument is command text (checked like any), their other values come out quoted.
-#: New code uses run.py's ``quoted``/``command_line``.
+#: They are the only quoting there is (:func:`other_quoting` fails on any other); one value is ``quoted("%s", v)``.
 TEMPLATES = {"quoted", "command_line"}
-#: Quoting one value: what comes out is one shell word whatever went in. ``shlex.quote`` is what the templates call;
-#: suites/_marks.py's ``_q`` is ``shlex.quote`` under a short name.
-QUOTERS = {"quote", "_q"}
+#: Where the quoting lives, and the one function there that may call ``shlex.quote``.
+QUOTING_HOME = ("pytest_slurmflox/run.py", "quoted")
+#: Quoting outside the templates: ``shlex.quote``/``shlex.join`` and ``pipes.quote`` (called or imported).
+OTHER_QUOTERS = {("shlex", "quote"), ("shlex", "join"), ("pipes", "quote")}
+#: A function named like a quoting helper (``_q``, ``_shq``, ``shell_quote``, ``_quote_arg``, ``quoted``).
+_QUOTER_NAME = re.compile(r"^_*(q|sh_?q|quoted?|\w*_quote|quote_\w*|shell_?quote)$")
 #: Attributes that are shell text by construction, not values.
 SHELL_TEXT_ATTRIBUTES = {
     "outdir",  # submit.Jobs.outdir: run.quoted(RUNS_DIR/%s, run id); must stay unquoted text to expand $HOME
@@ -179,8 +183,6 @@ class _Checker(ast.NodeVisitor):
             return bool(assigned) and all(self._safe(a, seen | {value.id}) for a in assigned)
         if isinstance(value, ast.Attribute):
             return bool(_CONSTANT_NAME.match(value.attr)) or value.attr in SHELL_TEXT_ATTRIBUTES
-        if isinstance(value, ast.Call) and _call_name(value) in QUOTERS:
-            return True
         if isinstance(value, ast.Call) and _call_name(value) in TEMPLATES:
             return not (value.args and self._command(value.args[0], seen))
         if _is_join(value):
@@ -216,6 +218,110 @@ def test_the_allow_list_names_real_places():
     for file, function in ALLOWED:
         found = unquoted_values((ROOT / file).read_text(), file)
         assert any(f.function == function for f in found), f"{file} {function}: nothing to allow any more"
+
+
+# ----------------------------------------------------------------------------------------- one way to quote
+def other_quoting(source: str, file: str) -> list[str]:
+    """Every place in ``source`` that quotes for a shell some other way than run.py's ``quoted``: a call or an
+    import of ``shlex.quote``/``shlex.join``/``pipes.quote``, a function named like a quoting helper, or one that
+    escapes single quotes by hand (``.replace("'", ...)``). In run.py, ``quoted`` itself is the exception."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        where = f"{file}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if (file, node.name) == QUOTING_HOME:
+                return
+            if _QUOTER_NAME.match(node.name):
+                found.append(f"{where} a quoting helper of its own: def {node.name}")
+            function = node.name
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in OTHER_QUOTERS
+        ):
+            found.append(f"{where} {node.value.id}.{node.attr} in {function or '<module>'}")
+        if isinstance(node, ast.ImportFrom) and node.module in {m for m, _ in OTHER_QUOTERS}:
+            names = [a.name for a in node.names if (node.module, a.name) in OTHER_QUOTERS]
+            found.extend(f"{where} from {node.module} import {name}" for name in names)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "replace"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "'"
+        ):
+            found.append(f"{where} single quotes escaped by hand in {function or '<module>'}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def other_quoting_under(root: Path, bases: tuple[str, ...] = ("pytest_slurmflox", "suites")) -> list[str]:
+    """:func:`other_quoting` over every module under ``root``'s ``bases``."""
+    out: list[str] = []
+    for base in bases:
+        for path in sorted((root / base).rglob("*.py")):
+            out += other_quoting(path.read_text(), str(path.relative_to(root)))
+    return out
+
+
+def test_run_quoted_is_the_only_quoting_helper():
+    offenders = other_quoting_under(ROOT)
+    assert not offenders, "quote with pytest_slurmflox.run.quoted / command_line:\n" + "\n".join(offenders)
+
+
+def test_the_quoting_scan_fails_on_a_planted_module(tmp_path: Path):
+    """The scan above, on a copy of the tree with one planted module per way around ``quoted``."""
+    for base in ("pytest_slurmflox", "suites"):
+        (tmp_path / base).mkdir()
+    (tmp_path / "pytest_slurmflox/run.py").write_text((ROOT / "pytest_slurmflox/run.py").read_text())
+    assert other_quoting_under(tmp_path) == []  # run.py's own quoted() is the exception
+    (tmp_path / "pytest_slurmflox/planted.py").write_text(
+        "import shlex\nfrom shlex import join\n\n"
+        "def cat(path):\n    return 'cat ' + shlex.quote(path)\n\n"
+        'def _shq(text):\n    return "\'" + text.replace("\'", "\'\\\\\'\'") + "\'"\n'
+    )
+    (tmp_path / "suites/_planted.py").write_text("def _q(text):\n    return text\n")
+    assert other_quoting_under(tmp_path) == [
+        "pytest_slurmflox/planted.py:2 from shlex import join",
+        "pytest_slurmflox/planted.py:5 shlex.quote in cat",
+        "pytest_slurmflox/planted.py:7 a quoting helper of its own: def _shq",
+        "pytest_slurmflox/planted.py:8 single quotes escaped by hand in _shq",
+        "suites/_planted.py:1 a quoting helper of its own: def _q",
+    ]
+
+
+def _quoted_calls() -> list[tuple[str, int, str, int]]:
+    """(file, line, template, number of values) of each ``quoted("<constant>", ...)`` in the package and suites."""
+    calls = []
+    for base in SCANNED:
+        for path in sorted(base.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and _call_name(node) == "quoted" and node.args:
+                    first = node.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        rel = str(path.relative_to(ROOT))
+                        calls.append((rel, node.lineno, first.value, len(node.args) - 1))
+    return calls
+
+
+def test_every_quoted_template_formats_with_its_values():
+    """``quoted`` formats its template with ``%``: each call has one ``%s`` per value and a literal ``%`` doubled,
+    so the text that reaches the shell is the template's, each ``%%`` one ``%``."""
+    calls = _quoted_calls()
+    assert len(calls) > 40  # the scan sees the callers
+    bad = []
+    for file, line, template, count in calls:
+        slots = re.findall(r"%%|%s|%", template)
+        if "%" in slots or slots.count("%s") != count:
+            bad.append(f"{file}:{line} {template!r} with {count} values: {slots.count('%s')} %s, a lone % or not")
+        else:
+            assert template % (("v",) * count) == template.replace("%%", "\0").replace("%s", "v").replace("\0", "%")
+    assert not bad, "\n".join(bad)
 
 
 # ----------------------------------------------------------------------------------------- the checker itself
@@ -264,7 +370,7 @@ def test_the_checker_reads_joined_command_text():
     good = (
         "def f(sh, jobs, outdir):\n"
         '    sh.run(" ; ".join(quoted("cat %s/%s.out", outdir, job) for job in jobs))\n'
-        '    sh.run("scancel " + " ".join(quote(job) for job in jobs))\n'
+        '    sh.run("scancel " + " ".join(quoted("%s", job) for job in jobs))\n'
         '    steps = [quoted("mkdir -p %s", outdir)]\n'
         '    steps.append(quoted("sacctmgr add user %s", outdir))\n'
         '    sh.run(" && ".join(steps))\n'

@@ -1,4 +1,4 @@
-"""Accounting and REST on the local substrate (#13): the `db` node, their secrets, the associations, the REST port.
+"""Accounting and REST on the local substrate: the `db` node, their secrets, the associations, the REST port.
 
 Layout (``<workdir>/local/``)::
 

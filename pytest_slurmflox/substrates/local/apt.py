@@ -23,8 +23,8 @@ from .. import SubstrateUnavailable
 Progress = Callable[[str], None]
 
 #: Every program the local substrate runs on the host -> the Debian package that provides it. The substrate's own
-#: package step installs whatever is missing, so nothing is found only because the developer's machine had it
-#: (issue 25: ``nix-instantiate`` was missing on a fresh machine). tests/unit/test_host_programs.py derives the programs
+#: package step installs whatever is missing, so nothing is found only because the developer's machine had it.
+#: tests/unit/test_host_programs.py derives the programs
 #: from the code (argv lists, the Nix runner's commands, the host side of the shell scripts) and fails when one is
 #: not listed here. Most are Essential or Priority required on Debian; listing them anyway keeps a minimal image
 #: (or trixie, where ``hostname`` is no longer Essential) honest.
@@ -35,7 +35,7 @@ HOST_PROGRAMS: dict[str, str] = {
     "nsenter": "util-linux",  # into a node's network namespace (node.py) and into a node (nsrunner.py)
     "mount": "mount",  # node-boot.sh and the Nix runner
     "tar": "tar",  # unpacking the node image (image.py)
-    "nix-instantiate": "nix-bin",  # the Nix runtime provider's generations (nix.py, issue 20)
+    "nix-instantiate": "nix-bin",  # the Nix runtime provider's generations (nix.py)
     "nix-store": "nix-bin",
     "nix-env": "nix-bin",
     "sh": "dash",

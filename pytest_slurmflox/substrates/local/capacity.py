@@ -4,13 +4,10 @@ COMPUTE_REPLICAS itself goes up to Slurm's node limit (settings.py), because a N
 can be that large. The local substrate runs every worker on this one host, so it has a limit of its own, the
 smallest of three, each from something measured or fixed here:
 
-- **CPU**: 32 workers per core. Measured on a 2-core, 24 GiB host (issue 44): 64 workers came up from nothing in
-  14 s and the full acceptance run on them signed off (101.7 s against 92 s at 3 workers on the idle host; two to
-  three times longer while other clusters shared its cores); no larger cohort per core was measured, so none is
-  promised.
+- **CPU**: 32 workers per core, the largest cohort per core shown to come up and sign off the full acceptance
+  run (docs/design-notes.md, "History moved from docstrings"); no larger one is promised.
 - **Memory**: idle workers may take half of the host's memory, at :data:`IDLE_WORKER_BYTES` each (the bound
-  tests/integration/test_cohort_scale_local.py holds a worker to; measured at 64 workers: median 6.7 MiB,
-  max 7.3 MiB of resident and shared pages per worker cgroup); the checks' jobs need the rest.
+  tests/integration/test_cohort_scale_local.py holds a worker to); the checks' jobs need the rest.
 - **Addresses**: the fabric's plan (network.py) puts worker ``i`` at ``.(9 + i)`` of a /24 and isolated workers
   from ``.200``, so worker 190 is the last.
 """

@@ -339,7 +339,7 @@ class LocalCluster:
         return directory.DirectoryFiles(self.local / "ldap")
 
     def db_node(self) -> Node:
-        """MariaDB and slurmdbd (#13)."""
+        """MariaDB and slurmdbd."""
         return self.make_node(DB, DB, accounting.db_address(), self.acct_files.boot())
 
     def wait_db(self, timeout: float = 90.0) -> None:

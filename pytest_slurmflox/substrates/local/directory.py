@@ -1,4 +1,4 @@
-"""The local substrate's directory service (#13): an OpenLDAP server on the controller node, the login node
+"""The local substrate's directory service: an OpenLDAP server on the controller node, the login node
 resolving users through it with nslcd, and no local account for the test user anywhere.
 
 - ``slapd`` (Debian's package, preseeded ``slapd/no_configuration`` so the image holds no database of its own) runs

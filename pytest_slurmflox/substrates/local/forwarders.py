@@ -124,7 +124,7 @@ class LoginForwarder:
 
 
 class RestForwarder(LoginForwarder):
-    """The same forwarder for slurmrestd in the controller's namespace (#13). Its loopback port is chosen once
+    """The same forwarder for slurmrestd in the controller's namespace. Its loopback port is chosen once
     (a free port, recorded in the state by the substrate) and kept across `up`s."""
 
     node, address, inner_port, stem = "ctl", address_for(2), 6820, "rest-forward"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ...run import quoted
 from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]
@@ -63,9 +63,9 @@ NODE_PACKAGES = (
     "procps",
     "iproute2",
     "passwd",
-    "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path (#20)
-    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # #13 directory identity: slapd on ctl, nslcd on login
-    # #13: accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
+    "nix-bin",  # the worker verifies its realized generation with nix-store --verify-path
+    *("slapd", "ldap-utils", "nslcd", "libnss-ldapd"),  # directory identity: slapd on ctl, nslcd on login
+    # accounting (slurmdbd over a real MariaDB server, in the `db` node) and REST (slurmrestd on the
     # controller side); Debian's packages, started by node-init.sh like every other daemon (no systemd here)
     "slurmdbd",
     "mariadb-server",
@@ -377,7 +377,7 @@ def _build_node_archive(
     argv = [
         *_common_args(suite),
         "--include=" + ",".join((*node_packages(suite), libslurm)),
-        f'--essential-hook=printf {shlex.quote(NODE_PRESEED)} | chroot "$1" debconf-set-selections',
+        quoted('--essential-hook=printf %s | chroot "$1" debconf-set-selections', NODE_PRESEED),
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),

@@ -1,4 +1,4 @@
-"""A Nix store owned by the local substrate: environment generations as Nix derivations (issue #20).
+"""A Nix store owned by the local substrate: environment generations as Nix derivations.
 
 Why: a Flox generation is a Nix closure, and a worker pinned to ``owner/name:N`` is right only if it runs from
 exactly the store paths that generation names, unmodified. Debian's nix-bin works offline: every command here runs
@@ -12,7 +12,6 @@ never from a worker; ``nix-store --verify-path`` is Nix's own content check.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ...run import command_line, quoted
 from ...workdir import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
@@ -86,7 +86,7 @@ class NixStore:
         shutil.rmtree(self.profiles_dir, ignore_errors=True)
 
     def remove_profile(self, worker: str) -> None:
-        """Forget one worker's profile and its generation links (a worker removed from the cohort, #29)."""
+        """Forget one worker's profile and its generation links (a worker removed from the cohort)."""
         for link in (self.profiles_dir / worker, *self.profiles_dir.glob(f"{worker}-*-link")):
             link.unlink(missing_ok=True)
 
@@ -110,12 +110,7 @@ class NixStore:
         self.nix_dir.mkdir(parents=True, exist_ok=True)
         (self.nix_dir / "var/nix/profiles/workers").mkdir(parents=True, exist_ok=True)
         Path("/nix").mkdir(exist_ok=True)
-        inner = (
-            "mount --make-rprivate / && mount --bind "
-            + shlex.quote(str(self.nix_dir))
-            + " /nix && exec "
-            + shlex.join(argv)
-        )
+        inner = command_line(quoted("mount --make-rprivate / && mount --bind %s /nix && exec", self.nix_dir), argv)
         env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "NIX_CONFIG": NIX_CONFIG, "HOME": "/nonexistent"}
         proc = subprocess.run(
             ["unshare", "-m", "/bin/sh", "-c", inner], capture_output=True, text=True, env=env, timeout=300

@@ -18,13 +18,13 @@ import contextlib
 import hashlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...run import quoted
 from ...waits import WaitTimedOut, poll
 from ...workdir import atomic_write
 from .. import proc
@@ -109,7 +109,7 @@ class Node:
             "NODE_ROLE": self.spec.role,
             "NODE_ADDRESS": self.spec.address,
         }
-        return "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in sorted(env.items()))
+        return "".join(f"{k}={quoted('%s', v)}\n" for k, v in sorted(env.items()))
 
     def config_hash(self, common: Mapping[str, str], extra: str = "") -> str:
         """What the running node was started from; a different hash means it must be restarted."""

@@ -77,11 +77,11 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
         return text if res.ok and text else None
 
     def nix_store(self) -> nix.NixStore:
-        """The substrate's Nix store, with this deployment's profiles (#20)."""
+        """The substrate's Nix store, with this deployment's profiles."""
         return nix.NixStore(self.cluster.cache / "nix", deployment=self.cluster.prefix)
 
     def expected_store_path(self, ref: str) -> str:
-        """The store path ``ref`` realizes to, computed by nix-instantiate over our derivation (#20)."""
+        """The store path ``ref`` realizes to, computed by nix-instantiate over our derivation."""
         return self.nix_store().expected_path(ref)
 
     def store_verification(self, path: str) -> tuple[bool, str, str]:
@@ -132,7 +132,7 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
 
     def restart_service(self, service: str) -> None:
         """Restart ``slurmdbd`` (the whole ``db`` node: MariaDB and slurmdbd) or ``slurmctld`` (the ``ctl`` node:
-        slurmctld and slurmrestd) from their kept state, for TAR (#13: accounting survives these restarts)."""
+        slurmctld and slurmrestd) from their kept state, for TAR (accounting survives these restarts)."""
         cluster = self.cluster
         node, wait = {
             "slurmdbd": (cluster.db_node, cluster.wait_db),
@@ -166,7 +166,7 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
         return next(i for i in self.workers() if i.name == name)
 
     def modify_directory(self, ldif: str) -> Any:
-        """An administrator's change to the cluster's directory (ldapmodify on the controller; #13, group TDC)."""
+        """An administrator's change to the cluster's directory (ldapmodify on the controller; group TDC)."""
         return directory.modify(self.cluster.node_runner(CTL), ldif)
 
     def isolated(self) -> set[str]:

@@ -1,7 +1,7 @@
 """A site's noise, on request (``--slurmflox-local-site-noise``): what a customer's cluster prints around our commands.
 
 Real sites have a TaskProlog that prints to every task's stdout (``print ...``), a Prolog and Epilog, a login
-banner and a ``.bashrc`` that echoes. None of it may change a verdict (issue 17), so the project's own tests run the
+banner and a ``.bashrc`` that echoes. None of it may change a verdict, so the project's own tests run the
 acceptance against a local cluster that has all of them and expect the same verdicts as on a quiet one. Lines that
 look like our own output (``node|text``, ``task=N``) are printed on purpose.
 """
@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...run import quoted
 from .slurmconf import TASK_PROLOG
 
 #: Inside a node, where the cluster's conf dir (``<workdir>/local/conf``) is mounted.
@@ -39,11 +40,7 @@ NOISY = SiteNoise(
 
 
 def _echoes(prefix: str) -> str:
-    return "".join(f"echo {_sq(prefix + line)}\n" for line in NOISE)
-
-
-def _sq(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
+    return "".join(quoted("echo %s\n", prefix + line) for line in NOISE)
 
 
 def files() -> dict[str, tuple[str, int]]:

@@ -45,7 +45,7 @@ class ClusterConf:
     max_nodes: int = 128
     slurmd_timeout: int = 30
     task_prolog: str = TASK_PROLOG  #: a site's TaskProlog chains ours (sitenoise.py)
-    #: accounting through slurmdbd on this host (#13; None: accounting_storage/none)
+    #: accounting through slurmdbd on this host (None: accounting_storage/none)
     accounting_host: str | None = "db"
     jobacct_gather: str = "jobacct_gather/linux"
     #: auth/jwt as the alternative authentication (slurmrestd's tokens, `scontrol token`); the key's path in
@@ -91,7 +91,7 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "SchedulerParameters=batch_sched_delay=0",
         "MpiDefault=none",
         "LaunchParameters=enable_nss_slurm",
-        # sackd caches a user's groups for GroupUpdateTime (default 600 s): a directory change (#13) reaches the next
+        # sackd caches a user's groups for GroupUpdateTime (default 600 s): a directory change reaches the next
         # job within it. Short here, so the directory's group edits are seen within seconds (TDC).
         "GroupUpdateTime=5",
         f"TaskProlog={c.task_prolog}",

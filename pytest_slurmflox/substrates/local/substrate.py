@@ -101,7 +101,7 @@ class LocalSubstrate(Substrate):
         t_img = time.monotonic()
         c.local.mkdir(parents=True, exist_ok=True)
         self._ensure_keys()
-        directory.write_files(c.local, c.settings)  # slapd's config and seed, the bind secret (#13)
+        directory.write_files(c.local, c.settings)  # slapd's config and seed, the bind secret
         boot = c.write_files(c.isolated_addresses())  # records the cgroup layout in the state
         state = c.read_state()
         pool = self.pool()
@@ -295,7 +295,7 @@ class LocalSubstrate(Substrate):
         return "\n".join(lines)
 
     def _service_lines(self) -> list[str]:
-        """The daemons behind the optional services (#13): the directory on ctl and its resolver on login,
+        """The daemons behind the optional services: the directory on ctl and its resolver on login,
         MariaDB and slurmdbd on the db node, slurmctld and slurmrestd on ctl."""
         lines = []
         services = (

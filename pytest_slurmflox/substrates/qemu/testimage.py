@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...run import quoted
 from .images import BootSpec, sha256_file
 
 #: Packages the VM layer needs inside an offline guest (the issue's list).
@@ -120,8 +121,8 @@ def _mmdebstrap_argv(suite: str, root: Path, mirror: str) -> list[str]:
         "mmdebstrap",
         "--variant=minbase",
         "--include=" + ",".join(PACKAGES),
-        "--customize-hook=" + f"printf '%s' {_shq(_CLOUD_CFG)} > \"$1\"/etc/cloud/cloud.cfg.d/99_slurmflox.cfg",
-        "--customize-hook=" + f"printf '%s' {_shq(_FSTAB)} > \"$1\"/etc/fstab",
+        "--customize-hook=" + quoted("printf '%%s' %s > \"$1\"/etc/cloud/cloud.cfg.d/99_slurmflox.cfg", _CLOUD_CFG),
+        "--customize-hook=" + quoted("printf '%%s' %s > \"$1\"/etc/fstab", _FSTAB),
         *("--customize-hook=" + h for h in hooks),
         suite,
         str(root),
@@ -182,10 +183,6 @@ def build_debian_test_image(
     spec.save()
     progress(f"  test image {image.name} built in {time.monotonic() - t0:.0f}s")
     return spec
-
-
-def _shq(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def describe(spec: BootSpec) -> str:
