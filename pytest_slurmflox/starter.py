@@ -19,6 +19,7 @@ words, as for docs/target-schema.md). The rendered text is checked against the s
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -64,14 +65,14 @@ def parse_facts(found: Mapping[str, tuple[bool, str]]) -> Facts:
         ok, out = found.get(label, (False, ""))
         return out.strip() if ok and out.strip() else None
 
-    version = (text("slurm") or "").split()
+    version = (text("slurm") or "").split()  # "slurm 24.11.5", Debian's "slurm-wlm 24.11.5"
     cluster = (text("cluster") or "").partition("=")[2].strip()
     partitions = [line.split()[0] for line in (text("partitions") or "").splitlines() if line.split()]
     default = next((p.rstrip("*") for p in partitions if p.endswith("*")), None)
     account = (text("account") or "").splitlines()
     shown = tuple(f"{label}: {' | '.join(out.splitlines()[:8]) or '(none)'}" for label, (_, out) in found.items())
     return Facts(
-        slurm_version=version[-1] if len(version) >= 2 and version[0] == "slurm" else None,
+        slurm_version=version[-1] if len(version) == 2 and re.fullmatch(r"\d+(\.\d+)+", version[-1]) else None,
         cluster_name=cluster if cluster and cluster != "(null)" else None,
         default_partition=default or None,
         default_account=account[0].strip() if account and account[0].strip() else None,

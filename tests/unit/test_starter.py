@@ -54,6 +54,8 @@ def test_the_answers_parse_into_facts():
     assert any(line.startswith("mpi: ") and "pmix" in line for line in facts.shown)
     silent = parse_facts({label: (False, "(no answer: exit 1)") for label in ANSWERS})
     assert (silent.slurm_version, silent.cluster_name, silent.default_partition, silent.default_account) == (None,) * 4
+    debian = parse_facts({"slurm": (True, "slurm-wlm 24.11.5")})  # Debian's scontrol --version (the local cluster's)
+    assert debian.slurm_version == "24.11.5" and parse_facts({"slurm": (True, "slurm")}).slurm_version is None
     nulled = parse_facts({"cluster": (True, "ClusterName = (null)"), "partitions": (True, "all up 3 idle")})
     assert nulled.cluster_name is None and nulled.default_partition is None  # no default partition: not guessed
 
