@@ -66,7 +66,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "slurmflox-init-target",
         "write a starter target file here from what the login of --slurmflox-init-login reports (read-only, "
-        "nothing submitted): what the cluster reported filled in, every other key commented with what it means; "
+        "nothing submitted): the login and what the cluster reported filled in; your expectations and every other "
+        "key commented with what it means; "
         "never over an existing file (exit 4), an unreachable login is one line (exit 1)",
     ),
     Option(
