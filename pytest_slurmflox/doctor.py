@@ -71,20 +71,33 @@ def foresee(target: Target, profile: Profile, undeclared: dict[str, list[str]]) 
     return lines
 
 
-def ask(login: Runner, say: Callable[[str], None]) -> None:
-    """Print what the cluster answers to :data:`FACTS` (each at most a few lines)."""
-    for label, command in FACTS.items():
+def answers(login: Runner, facts: dict[str, str]) -> dict[str, tuple[bool, str]]:
+    """Each of ``facts`` (label -> read-only command) asked once on ``login``: label -> (answered, its stdout or
+    why there is no answer)."""
+    out: dict[str, tuple[bool, str]] = {}
+    for label, command in facts.items():
         try:
             res = login.run(command, timeout=15)
-            text = res.stdout.strip() if res.ok else f"(no answer: {res.describe(200)})"
+            out[label] = (res.ok, res.stdout.strip() if res.ok else f"(no answer: {res.describe(200)})")
         except Exception as exc:
-            text = f"(no answer: {exc})"
+            out[label] = (False, f"(no answer: {exc})")
+    return out
+
+
+def show(found: dict[str, tuple[bool, str]], say: Callable[[str], None], prefix: str = "  ") -> None:
+    """Print each answer of :func:`answers`, at most 8 lines a label."""
+    for label, (_, text) in found.items():
         rows = text.splitlines() or ["(none)"]
-        say(f"  {label:<12} {rows[0]}")
+        say(f"{prefix}{label:<12} {rows[0]}")
         for row in rows[1:8]:
-            say(f"  {'':<12} {row}")
+            say(f"{prefix}{'':<12} {row}")
         if len(rows) > 8:
-            say(f"  {'':<12} ... and {len(rows) - 8} more")
+            say(f"{prefix}{'':<12} ... and {len(rows) - 8} more")
+
+
+def ask(login: Runner, say: Callable[[str], None]) -> None:
+    """Print what the cluster answers to :data:`FACTS` (each at most a few lines)."""
+    show(answers(login, FACTS), say)
 
 
 def doctor(path: Path, say: Callable[[str], None] = print) -> int:

@@ -154,16 +154,25 @@ def parse_endpoint(doc: Mapping[str, Any], base: Path, where: str) -> Endpoint:
     )
 
 
+def split_hop(text: str) -> tuple[str | None, str, int | None] | None:
+    """``[user@]host[:port]`` (or ``ssh://...``, ``[v6]:port``) as (user or None, host, port or None); None when
+    ``text`` is not of that form. The port is not range-checked here (:func:`parse_endpoint` does)."""
+    match = _HOP.match(text.strip())
+    if match is None:
+        return None
+    return match["user"], match["host"].strip("[]"), int(match["port"]) if match["port"] else None
+
+
 def _jumps(text: Any, config: Any, base: Path, known: Path | None, where: str, depth: int) -> tuple[Endpoint, ...]:
     """The hops of a ProxyJump value, outermost first; the first hop's own ProxyJump in front of it."""
     if not text or str(text).strip() == "none":
         return ()
     hops: list[Endpoint] = []
     for i, spec in enumerate(str(text).split(",")):
-        match = _HOP.match(spec.strip())
-        if match is None:
+        hop = split_hop(spec)
+        if hop is None:
             raise EndpointError(f"{where}: {spec.strip()!r} is not [user@]host[:port]")
-        name = match["host"].strip("[]")
+        user, name, port = hop
         looked = _lookup(config, name, None, where)
         if i == 0 and looked.get("proxyjump") and looked["proxyjump"] != "none":
             if depth >= MAX_HOPS:
@@ -172,8 +181,8 @@ def _jumps(text: Any, config: Any, base: Path, known: Path | None, where: str, d
         hops.append(
             Endpoint(
                 host=str(looked.get("hostname") or name),
-                port=_port(match["port"] or looked.get("port") or 22, f"{where} ({name})"),
-                user=str(match["user"] or looked.get("user") or pwd.getpwuid(os.getuid()).pw_name),
+                port=_port(port if port is not None else looked.get("port") or 22, f"{where} ({name})"),
+                user=str(user or looked.get("user") or pwd.getpwuid(os.getuid()).pw_name),
                 key=_first_file(looked.get("identityfile"), base),
                 known_hosts=_first_file(looked.get("userknownhostsfile"), base) or known,
             )

@@ -63,6 +63,18 @@ OPTIONS: tuple[Option, ...] = (
         "submitted), print per group whether it will run and why, and exit (0: a sign-off is reachable, 1: not, "
         "4: a bad file)",
     ),
+    Option(
+        "slurmflox-init-target",
+        "write a starter target file here from what the login of --slurmflox-init-login reports (read-only, "
+        "nothing submitted): the login and what the cluster reported filled in; your expectations and every other "
+        "key commented with what it means; "
+        "never over an existing file (exit 4), an unreachable login is one line (exit 1)",
+    ),
+    Option(
+        "slurmflox-init-login",
+        "the login --slurmflox-init-target connects to: [user@]host[:port], the host looked up in ~/.ssh/config "
+        "(HostName, User, IdentityFile, ...) as a target file's login.host is",
+    ),
     Option("slurmflox-down", "stop the recorded deployment, keeping its state, and exit", kind="bool"),
     Option("slurmflox-destroy", "remove the recorded deployment's nodes and state (caches kept) and exit", kind="bool"),
     Option(

@@ -60,6 +60,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         from .doctor import doctor
 
         return doctor(Path(checked))
+    starter = get_option(config, "slurmflox_init_target")
+    if starter:
+        from .starter import init_target
+
+        return init_target(Path(starter), get_option(config, "slurmflox_init_login"))
     verbs = requested_verbs(config)
     return run_verbs(config, verbs, substrate_options(config)) if verbs else None
 

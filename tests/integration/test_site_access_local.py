@@ -8,6 +8,8 @@ user (and root) is associated with (``sacctmgr``), and a reservation of two of t
 groups run (T4 ordinary batch, T5 srun/salloc/steps, T7's early jobs and chains, TR's REST submission): every job of
 the run (its pre-flight step included) must show the account, the QOS and the reservation in ``sacct``, and none may
 have run on the worker outside the reservation. The cost stays modest: one ``up`` and one run of four groups.
+On the same cluster, read-only: the starter file (``--slurmflox-init-target``) from its login, and the doctor
+(``--slurmflox-check-target``), healthy and, last, with slurmdbd stopped.
 
 Where the expectations come from: the names this test created on the controller, and the nodes it reserved; what
 is judged is Slurm's accounting record of each job, not anything the run says about itself.
@@ -23,6 +25,9 @@ import time
 import pytest
 import yaml
 from acceptance_helpers import clean_env, deployed, local_substrate, node_sh, run_pytest
+
+from pytest_slurmflox.doctor import doctor
+from pytest_slurmflox.starter import init_target
 
 pytestmark = pytest.mark.integration
 
@@ -116,18 +121,75 @@ def test_a_declared_reservation_slurm_does_not_have_fails_the_run_naming_it(site
     assert "slurm.reservation sfxnosuch: Slurm has no such reservation" in said, run.output[-4000:]
 
 
-def _doctor(home, target) -> tuple[int, list[str], float]:
-    """``pytest --slurmflox-check-target=FILE`` as a customer runs it: exit status, lines, the doctor's own seconds."""
-    argv = [sys.executable, "-m", "pytest", f"--slurmflox-check-target={target}", "-p", "no:cacheprovider"]
+def _plugin(home, *args: str, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """``pytest ARGS`` as a customer runs a verb of the plugin: exit status and lines."""
+    argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=home, capture_output=True, text=True, timeout=120, env=clean_env())
+    proc = subprocess.run(argv, cwd=home, capture_output=True, text=True, timeout=120, env=env or clean_env())
     lines = (proc.stdout + proc.stderr).splitlines()
-    print("\n".join(lines), f"doctor took {time.monotonic() - t0:.1f}s", sep="\n")
-    return proc.returncode, lines, float(lines[-1].rsplit("; ", 1)[1].rstrip("s")) if lines else 99.0
+    print("\n".join(lines), f"{args[0]} took {time.monotonic() - t0:.1f}s", sep="\n")
+    return proc.returncode, lines
+
+
+def _doctor(home, target, env: dict[str, str] | None = None) -> tuple[int, list[str], float]:
+    """``pytest --slurmflox-check-target=FILE`` as a customer runs it: exit status, lines, the doctor's own seconds."""
+    rc, lines = _plugin(home, f"--slurmflox-check-target={target}", env=env)
+    return rc, lines, float(lines[-1].rsplit("; ", 1)[1].rstrip("s")) if lines else 99.0
 
 
 def _rows(lines: list[str]) -> dict[str, str]:
     return {line.split()[0].lstrip("*"): line for line in lines if line[:1] in "* " and line[1:2] == "T"}
+
+
+def _verdict(row: str) -> str:
+    """The verdict column of a doctor's row (``*T4    RUN            why``; ``NOT RUN`` is not ``RUN``)."""
+    return row[7:21].strip()
+
+
+def test_a_starter_file_holds_what_the_login_reports_and_the_doctor_reads_it(site, monkeypatch):
+    """``--slurmflox-init-target`` against this cluster's login, given as a customer gives it (``user@host:port``;
+    the key and the pinned host key in the customer's ssh_config). Expectations: the deployment's own target file
+    (the login, its partition, its accounting account, the Slurm version the image was built with), never the
+    starter's output. The file holds exactly those, no expectation; the doctor reads it (no FAIL, the groups left
+    without expectations NOT RUN naming them, exit 1) and, once the customer declares ``expect`` and ``identity``,
+    foresees a sign-off (exit 0). A second init to the same path: one line, exit 4, the file unchanged."""
+    home, workdir, _, user = site
+    deployed = yaml.safe_load((workdir / "target.yaml").read_text())
+    login = deployed["login"]
+    customer = home / "customer"
+    (customer / ".ssh").mkdir(parents=True)
+    (customer / ".ssh" / "config").write_text(
+        f"Host {login['host']}\n  IdentityFile {login['key']}\n  UserKnownHostsFile {login['known_hosts']}\n"
+    )
+    env = clean_env() | {"HOME": str(customer)}
+    starter = customer / "site.yaml"
+    t0 = time.monotonic()
+    init = (f"--slurmflox-init-target={starter}", f"--slurmflox-init-login={user}@{login['host']}:{login['port']}")
+    rc, lines = _plugin(customer, *init, env=env)
+    assert rc == 0, lines
+    written = yaml.safe_load(starter.read_text())
+    assert written["login"] == {"host": login["host"], "port": login["port"], "user": user}, written
+    assert written["slurm"] == {"partition": deployed["slurm"]["partition"], "version": deployed["slurm"]["version"]}
+    assert written["accounting"] == {"account": deployed["accounting"]["account"]}, written
+    assert written["substrate"] == "existing" and not {"expect", "identity", "runtime", "rest"} & set(written)
+    assert "# identity:" in starter.read_text() and "#   uid:" in starter.read_text()
+    rc, lines, _ = _doctor(customer, starter, env)
+    rows = _rows(lines)
+    assert rc == 1 and not [row for row in rows.values() if _verdict(row) == "FAIL"], lines
+    assert all(_verdict(rows[g]) == "RUN" for g in ("T4", "T5", "T6", "T7", "TA")), lines
+    blocked = [row for row in rows.values() if row.startswith("*") and _verdict(row) != "RUN"]
+    not_run = [row for row in blocked if _verdict(row) == "NOT RUN" and ("expect." in row or "identity." in row)]
+    assert blocked and blocked == not_run, lines  # only what the customer has yet to declare
+    # the same two functions the options call, in this process (no second pytest start-up: ~3 s each here)
+    monkeypatch.setenv("HOME", str(customer))  # the customer's ssh_config
+    declared = customer / "site-declared.yaml"
+    declared.write_text(starter.read_text() + yaml.safe_dump({k: deployed[k] for k in ("expect", "identity")}))
+    said: list[str] = []
+    assert doctor(declared, said.append) == 0, said
+    before, said = starter.read_bytes(), []
+    assert init_target(starter, init[1].split("=", 1)[1], said.append) == 4, said
+    assert len(said) == 1 and "exists" in said[0] and starter.read_bytes() == before, said
+    print(f"starter, doctor twice, refusal: {time.monotonic() - t0:.1f}s")
 
 
 def test_the_doctor_foresees_a_run_and_names_accounting_when_slurmdbd_stops(site):
@@ -140,7 +202,7 @@ def test_the_doctor_foresees_a_run_and_names_accounting_when_slurmdbd_stops(site
     assert rc == 0, lines
     assert took < 10, lines[-1]
     assert {"T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11", "TP", "TI", "TA", "TR"} <= set(rows), lines
-    assert all(" RUN " in rows[g] for g in ("T4", "TA", "TR")), lines
+    assert all(_verdict(rows[g]) == "RUN" for g in ("T4", "TA", "TR")), lines
     assert any(line.strip().startswith("slurm ") and "slurm " in line for line in lines), lines  # scontrol --version
     pool = local_substrate(workdir).pool()
     node_sh(workdir, "db", "kill -TERM $(cat /run/slurmdbd/slurmdbd.pid)")

@@ -50,9 +50,11 @@ def test_the_target_file_is_read_in_one_place():
             for node in ast.walk(tree)
             if isinstance(node, ast.Call) and _called_name(node) in READERS
         ]
-    # the doctor (--slurmflox-check-target) reads its file at cmdline_main, where no run and no session exists
-    run = [call for call in calls if not call.startswith("pytest_slurmflox/doctor.py:")]
-    assert len(run) == 1 and run[0].startswith("pytest_slurmflox/session.py:") and len(calls) <= 2, calls
+    # the doctor (--slurmflox-check-target) reads its file at cmdline_main, where no run and no session exists;
+    # the starter (--slurmflox-init-target) parses only the login it was given, at cmdline_main too
+    verbs = ("pytest_slurmflox/doctor.py:", "pytest_slurmflox/starter.py:")
+    run = [call for call in calls if not call.startswith(verbs)]
+    assert len(run) == 1 and run[0].startswith("pytest_slurmflox/session.py:") and len(calls) <= 3, calls
 
 
 def test_session_does_not_take_the_spec_from_the_report_module():
