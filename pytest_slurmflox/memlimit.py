@@ -125,9 +125,10 @@ def probe(fits_mb: int = FITS_MB, hog_mb: int = HOG_MB) -> str:
     the worker's swap (``swaptotal=KB``), a buffer of ``fits_mb`` (the control: a kill below is the limit, not the
     probe) and one of ``hog_mb`` each read at once into dd's buffer (``fits=`` and ``hog=`` dd's exit status; 137:
     the OOM killer), then the task cgroup's peak RAM (``peak=FILE BYTES DIR``). The limits come first, so a task
-    whose shell is killed still shows them."""
+    whose shell is killed with its buffer still shows them; files are read with shell builtins (no process per
+    file: the step's time stays the buffers')."""
     return rf"""
-echo "swaptotal=$(sed -n 's/^SwapTotal:[[:space:]]*\([0-9]*\) kB$/\1/p' /proc/meminfo)"
+while read -r k v _; do [ "$k" = SwapTotal: ] && echo "swaptotal=$v"; done < /proc/meminfo
 peaks=
 while IFS=: read -r _ ctrl path; do
     case ",$ctrl," in
@@ -138,14 +139,14 @@ while IFS=: read -r _ ctrl path; do
     d=$base${{path%/}}
     [ -r "$d/$pk" ] && peaks="$peaks $d/$pk"
     while :; do
-        for f in $files; do [ -r "$d/$f" ] && echo "limit=$f $(cat "$d/$f") $d"; done
+        for f in $files; do [ -r "$d/$f" ] && read -r v < "$d/$f" && echo "limit=$f $v $d"; done
         [ "$d" = "$base" ] || [ "${{d#"$base"/}}" = "$d" ] && break
         d=${{d%/*}}
     done
 done < /proc/self/cgroup
 dd if=/dev/zero of=/dev/null bs={fits_mb}M count=1 status=none; echo fits=$?
 dd if=/dev/zero of=/dev/null bs={hog_mb}M count=1 status=none; echo hog=$?
-for p in $peaks; do echo "peak=${{p##*/}} $(cat "$p") ${{p%/*}}"; done
+for p in $peaks; do read -r v < "$p" && echo "peak=${{p##*/}} $v ${{p%/*}}"; done
 echo done
 """
 
