@@ -2,11 +2,12 @@
 
 Requirement: each worker advertises exactly the CPUs and memory the deployment declares for it (not its host's); a
 request beyond that is refused, for the reason Slurm gives for an impossible request (not any failure); a job is
-confined to the CPUs it was allocated (it cannot even ask the kernel for another) and is killed when it uses more
-memory than it asked for; and when a job ends or is cancelled none of its processes survive on the worker, not
-even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a slurmd pod's
-cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot enforce one
-of these (``limitations`` in its target file) SKIPs that check naming the limitation.
+confined to the CPUs it was allocated (it cannot even ask the kernel for another) and held to the memory it asked
+for as the cluster's cgroup.conf configures (killed beyond it, or swapped out within its RAM limit where swap is
+allowed: pytest_slurmflox/memlimit.py); and when a job ends or is cancelled none of its processes survive on the
+worker, not even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a
+slurmd pod's cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot
+enforce one of these (``limitations`` in its target file) SKIPs that check naming the limitation.
 """
 
 from __future__ import annotations
