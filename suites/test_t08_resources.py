@@ -2,20 +2,21 @@
 
 Requirement: each worker advertises exactly the CPUs and memory the deployment declares for it (not its host's); a
 request beyond that is refused, for the reason Slurm gives for an impossible request (not any failure); a job is
-confined to the CPUs it was allocated (it cannot even ask the kernel for another) and is killed when it uses more
-memory than it asked for; and when a job ends or is cancelled none of its processes survive on the worker, not
-even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a slurmd pod's
-cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot enforce one
-of these (``limitations`` in its target file) SKIPs that check naming the limitation.
+confined to the CPUs it was allocated (it cannot even ask the kernel for another) and held to the memory it asked
+for as the cluster's cgroup.conf configures (killed beyond it, or swapped out within its RAM limit where swap is
+allowed: pytest_slurmflox/memlimit.py); and when a job ends or is cancelled none of its processes survive on the
+worker, not even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a
+slurmd pod's cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot
+enforce one of these (``limitations`` in its target file) SKIPs that check naming the limitation.
 """
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.declared import CPUS, MEM
+from pytest_slurmflox.memlimit import MEM_MB, Observed, configured, memory_problem, probe
 from pytest_slurmflox.waits import job_timeout, queue_timeout
 
 from ._capability import declared, require_enforced, requirement
@@ -130,12 +131,8 @@ def test_whole_worker_request_gets_what_each_node_record_declares(submit, slurm,
 def _allowed_ram_space(target) -> float:
     """The share of its memory a job may use, by the cluster's own configuration (``scontrol show config`` at login:
     AllowedRAMSpace when ConstrainRAMSpace is on; 100% otherwise)."""
-    from pytest_slurmflox.authkeys import parse_show_config
-
-    config = parse_show_config(target.login.run("scontrol show config").check().stdout)
-    if config.get("ConstrainRAMSpace", "").lower() != "yes":
-        return 100.0
-    return float(config.get("AllowedRAMSpace", "100").rstrip("%") or 100)
+    promise = configured(parse_show_config(target.login.run("scontrol show config").check().stdout))
+    return promise.allowed_ram if promise is not None and promise.constrain_ram else 100.0
 
 
 @pytest.mark.parametrize("resource", ["cpus", "memory"])
@@ -220,39 +217,40 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
     )
 
 
-#: In a task limited to --mem=64 on its worker: a buffer of 8 MiB fits (the control: a kill below is the limit, not
-#: the probe), one of 512 MiB does not; each prints dd's exit status (137: the kernel's OOM killer, the cgroup
-#: limit). One read into dd's buffer touches its pages at once, and nothing copies
-#: them again.
-_MEMORY_PROBE = (
-    "dd if=/dev/zero of=/dev/null bs=8M count=1 status=none; echo fits=$?; "
-    "dd if=/dev/zero of=/dev/null bs=512M count=1 status=none; echo hog=$?"
-)
-
-
-def _memory_problem(lines: list[str], output: str, node: str) -> str | None:
-    if "fits=0" not in lines:
-        return f"the 8 MiB control within --mem=64 did not complete: {lines!r}"
-    if "hog=0" in lines:
-        return "a task that uses 512 MiB with --mem=64 was not killed"
-    # each worker's slurmstepd reports its own OOM kill (``slurmstepd-<node>: error: Detected 1 oom_kill event``;
-    # 22.05: ``oom-kill event(s)``); srun names only the first task it saw killed
-    name = re.escape(node)
-    reported = rf"slurmstepd-{name}: error: Detected \d+ oom[-_]kill event|\b{name}: task \d+: Out Of Memory"
-    if not re.search(reported, output):
-        return "Slurm did not report an OOM kill there"
-    return None
-
-
 def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
-    """On every worker, in one step with --mem=64 per worker: 8 MiB fit, 512 MiB are killed by the limit, and Slurm
-    reports that worker's task Out Of Memory."""
+    """On every worker, in one step with --mem=64 per worker: 8 MiB fit, and a 512 MiB buffer ends as the cluster's
+    own configuration says (pytest_slurmflox/memlimit.py). The promise is cgroup.conf as Slurm reports it
+    (``scontrol show config`` at login: ConstrainRAMSpace, AllowedRAMSpace, ConstrainSwapSpace, AllowedSwapSpace,
+    MinRAMSpace); what the kernel enforces the task reads from its own cgroup and every one above it (v2
+    memory.max and memory.swap.max, v1 memory.limit_in_bytes and memory.memsw.limit_in_bytes), with the worker's
+    SwapTotal and its cgroup's peak RAM (memory.peak, v1 memory.max_usage_in_bytes). On every worker the kernel's
+    RAM limit must be the one the configuration promises for --mem=64 (64 MiB times AllowedRAMSpace); where RAM and
+    allowed swap cannot hold 512 MiB the task is killed and Slurm reports it Out Of Memory; where swap is allowed
+    (ConstrainSwapSpace=no, or a swap limit that holds the rest) and the worker has swap, a task that survived
+    passes only if its peak RAM stayed within its limit. A configuration that constrains neither RAM nor swap
+    FAILs: nothing holds a job to the memory it asked for."""
     require_enforced(target, "memory-limits")
-    step = across(submit, workers, _MEMORY_PROBE, args="--mem=64", timeout=job_timeout(stages=2))
-    output = step.result.stdout + step.result.stderr
-    problems = step.wrong(lambda node, lines: _memory_problem(lines, output, node))
+    # cgroup.conf as Slurm reports it: ``scontrol show config`` ends with its "Cgroup Support Configuration:"
+    # section on 22.05 and later (SchedMD/slurm src/api/config_info.c; keys and defaults: cgroup.conf(5))
+    shown = target.login.run("scontrol show config").check()
+    promise = configured(parse_show_config(shown.stdout))
     requirement(
-        not problems, "on every worker a task beyond its --mem=64 is killed for it: " + "; ".join(problems), step.result
+        promise is not None,
+        "scontrol show config reports the cluster's cgroup.conf (ConstrainRAMSpace in its Cgroup Support "
+        "Configuration section): what a job's memory is promised",
+        shown,
+    )
+    assert promise is not None
+    step = across(submit, workers, probe(), args=f"--mem={MEM_MB}", timeout=job_timeout(stages=2))
+    output = step.result.stdout + step.result.stderr
+    problems = step.wrong(lambda node, lines: memory_problem(lines, output, node, promise))
+    seen = [f"{node}: {Observed.parse(lines).shown}" for node, lines in sorted(step.lines.items())]
+    requirement(
+        not problems,
+        f"on every worker a task beyond its --mem={MEM_MB} is held to what the cluster configures "
+        f"({promise.shown}): " + "; ".join(problems),
+        step.result,
+        "\n".join(seen),
     )
 
 
