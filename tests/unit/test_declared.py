@@ -1,8 +1,8 @@
 """Declared expectations only (issue 17): a customer target's undeclared expectation makes its checks NOT RUN.
 
 The table group -> keys (pytest_slurmflox/declared.py) is the one source: the start message is made from it, the
-table in docs/customer.md must equal it, and the ``declared(...)`` calls in suites/ must ask for exactly its keys, group by
-group (so a check that starts comparing with a new setting cannot forget to declare it, nor the page lag).
+table in docs/customer.md must equal it, and the ``declared(...)`` calls in suites/ must ask for exactly its keys,
+group by group (so a check that starts comparing with a new setting cannot forget to declare it, nor the page lag).
 """
 
 from __future__ import annotations

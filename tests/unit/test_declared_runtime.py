@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_slurmflox import targetschema
 from pytest_slurmflox.connection import Target, probe_runtime
 from pytest_slurmflox.declaredruntime import DeclaredRecord, parse_runtime, runtime_document
 from pytest_slurmflox.expectations import Runtime, expected_exports, task_env_problems
 from pytest_slurmflox.target import TargetError, parse_target, target_document
-from pytest_slurmflox import targetschema
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "/nix/store/0000000000000000000000000000000a-hpc-17"
