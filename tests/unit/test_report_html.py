@@ -146,8 +146,8 @@ def test_a_message_is_in_its_own_row_and_a_skip_reason_is_text(pytester, tmp_pat
     the skip's log is its reason as text, never the (path, line, reason) tuple pytest keeps."""
     pytester.makepyfile(test_rows=TWO_CHECKS)
     reports = tmp_path / "reports"
-    run = pytester.runpytest_subprocess if workers else pytester.runpytest_inprocess
-    run(
+    # in a subprocess: pytest's capture then holds the real standard output, as in a customer's run
+    pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",
         "-p",
