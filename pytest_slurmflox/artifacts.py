@@ -79,7 +79,7 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         f"<td>{'required' if g.required else 'optional'}</td><td><b>{e(g.verdict)}</b></td>"
         f"<td>{g.counts[PASS]}</td><td>{g.counts[FAIL]}</td><td>{g.counts[SKIP]}</td>"
         f"<td>{g.counts.get(NOT_APPLICABLE, 0)}</td>"
-        f"<td>{e(g.title)}{''.join(f'<br><small>{e(r)}</small>' for r in g.reasons)}</td></tr>"
+        f"<td>{e(g.title)}</td><td><small>{'<br>'.join(e(r) for r in g.reasons)}</small></td></tr>"
         for g in signoff.groups
     )
     reasons = "".join(f"<li>{e(r)}</li>" for r in signoff.reasons[:REASONS_SHOWN])
@@ -96,7 +96,7 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         + (f'<ul id="slurmflox-reasons">{reasons}</ul>' if reasons else "")
         + '<table id="slurmflox-groups">'
         "<tr><th>Group</th><th>Required</th><th>Verdict</th><th>Pass</th><th>Fail</th><th>Skip</th><th>N/A</th>"
-        f"<th>Requirement / reasons</th></tr>{rows}</table>"
+        f"<th>Requirement</th><th>Reasons</th></tr>{rows}</table>"
         + (
             f'<p>Machine-readable: <a href="{e(paths.evidence.name)}">{e(paths.evidence.name)}</a>, '
             f'<a href="{e(paths.junit.name)}">{e(paths.junit.name)}</a></p>'
