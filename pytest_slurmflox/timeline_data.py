@@ -45,8 +45,8 @@ OTHER = Style("sfx-other", "#757575", "other")
 COLOURS = {verdict: style.colour for verdict, style in STYLES.items()}
 #: tick steps (s) the axis chooses from: the smallest that leaves at most :data:`MAX_INTERVALS` intervals
 #: (each at most twice the one before from 0.5 s on, so a run of 6 s or more gets at least 6 ticks)
-STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600)
-STEPS += (7200, 14400)
+STEPS: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 180, 300, 600, 900)
+STEPS += (1200, 1800, 3600, 7200, 14400)
 MAX_INTERVALS = 11
 _SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 _SQUEUE_ROW = re.compile(r"^(\d+(?:_\d+)?)\|[A-Z_]+\|[^|\n]*\|([\w\-\[\],]*)$", re.M)
