@@ -21,6 +21,7 @@ from typing import Any
 from .profiles import NOT_APPLICABLE
 from .secrets import Redactor
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
+from .timeline_data import style_of, style_rules
 from .workdir import atomic_write
 
 #: Outputs longer than this go to logs/ as files; the HTML and evidence.json keep an excerpt and a link.
@@ -58,9 +59,14 @@ class ReportPaths:
 def report_style() -> str:
     """The style of slurmflox's block at the top of the report (readable over pytest-html's grey body text), as an
     inline ``<style>`` element: the report stays one self-contained file. The rules live in ``resources/report.css``
-    (data apart from the writer, as pytest-html keeps its own ``resources/style.css``)."""
-    css = (Path(__file__).parent / "resources" / "report.css").read_text(encoding="utf-8")
+    (data apart from the writer, as pytest-html keeps its own ``resources/style.css``); the colours of the verdicts'
+    classes are generated from the one mapping that names them (:data:`~pytest_slurmflox.timeline_data.STYLES`)."""
+    css = (Path(__file__).parent / "resources" / "report.css").read_text(encoding="utf-8") + style_rules()
     return f'<style id="slurmflox-style">{css}</style>'
+
+
+#: the verdict's reasons shown open above the summary table; more are folded (each group's row has its own)
+REASONS_SHOWN = 3
 
 
 def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None) -> str:
@@ -69,14 +75,18 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
     colour = "#2e7d32" if signoff.signed else "#c62828"
     mode = "sign-off requested" if signoff.requested else "sign-off not requested"
     rows = "".join(
-        f'<tr class="sfx-group sfx-{e(g.verdict.lower().replace(" ", "-"))}"><td>{e(g.group)}</td>'
+        f'<tr class="sfx-group {style_of(g.verdict).css}"><td>{e(g.group)}</td>'
         f"<td>{'required' if g.required else 'optional'}</td><td><b>{e(g.verdict)}</b></td>"
         f"<td>{g.counts[PASS]}</td><td>{g.counts[FAIL]}</td><td>{g.counts[SKIP]}</td>"
         f"<td>{g.counts.get(NOT_APPLICABLE, 0)}</td>"
-        f"<td>{e(g.title)}<br><small>{'<br>'.join(e(r) for r in g.reasons)}</small></td></tr>"
+        f"<td>{e(g.title)}</td><td><small>{'<br>'.join(e(r) for r in g.reasons)}</small></td></tr>"
         for g in signoff.groups
     )
-    reasons = "".join(f"<li>{e(r)}</li>" for r in signoff.reasons)
+    reasons = "".join(f"<li>{e(r)}</li>" for r in signoff.reasons[:REASONS_SHOWN])
+    more = signoff.reasons[REASONS_SHOWN:]
+    if more:  # the rest folded: each group's reasons are in its row of the table right below
+        items = "".join(f"<li>{e(r)}</li>" for r in more)
+        reasons += f'<li><details class="sfx-more"><summary>{len(more)} more</summary><ul>{items}</ul></details></li>'
     return (
         f'<div id="slurmflox-signoff"><h2>Sign-off summary</h2>'
         f'<p id="slurmflox-verdict" style="font-size:1.3em;color:{colour}"><b>{e(signoff.verdict)}</b>'
@@ -86,7 +96,7 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
         + (f'<ul id="slurmflox-reasons">{reasons}</ul>' if reasons else "")
         + '<table id="slurmflox-groups">'
         "<tr><th>Group</th><th>Required</th><th>Verdict</th><th>Pass</th><th>Fail</th><th>Skip</th><th>N/A</th>"
-        f"<th>Requirement / reasons</th></tr>{rows}</table>"
+        f"<th>Requirement</th><th>Reasons</th></tr>{rows}</table>"
         + (
             f'<p>Machine-readable: <a href="{e(paths.evidence.name)}">{e(paths.evidence.name)}</a>, '
             f'<a href="{e(paths.junit.name)}">{e(paths.junit.name)}</a></p>'
@@ -94,6 +104,18 @@ def summary_html(signoff: SignOff, run_id: str, paths: ReportPaths | None = None
             else ""
         )
         + "</div>"
+    )
+
+
+def notes_html(notes: list[str]) -> str:
+    """The run's progress lines (said by the run, not by any check: a substrate's probe, a worker pool's start), in
+    a closed ``<details>`` below the timeline; nothing when there are none."""
+    if not notes:
+        return ""
+    items = "".join(f"<li><code>{html.escape(note)}</code></li>" for note in notes)
+    return (
+        f'<details id="slurmflox-notes"><summary>Run notes: {len(notes)} progress line(s) of the run itself, '
+        f'not of any check</summary><ul class="sfx-notes">{items}</ul></details>'
     )
 
 
@@ -130,7 +152,7 @@ def evidence_html(records: list[dict[str, Any]]) -> str:
         status = rec.get("exit_status")
         colour = "#2e7d32" if status == 0 else "#c62828"
         parts.append(
-            '<div class="sfx-command" style="margin:4px 0;border-left:3px solid #999;padding-left:6px">'
+            '<div class="sfx-command">'
             f'<code class="sfx-cmd">$ {e(str(rec.get("command", "")))}</code><br>'
             f'<small>as <b class="sfx-user">{e(str(rec.get("user", "")))}</b> on '
             f'<b class="sfx-where">{e(str(rec.get("where", "")))}</b>, '
@@ -141,10 +163,7 @@ def evidence_html(records: list[dict[str, Any]]) -> str:
             text = rec.get(stream) or ""
             link = rec.get(f"{stream}_file")
             if text.strip():
-                parts.append(
-                    f'<div>{stream}:</div><pre class="sfx-{stream}" style="margin:0;white-space:pre-wrap">'
-                    f"{e(text.rstrip())}</pre>"
-                )
+                parts.append(f'<div>{stream}:</div><pre class="sfx-{stream}">{e(text.rstrip())}</pre>')
             if link:
                 parts.append(
                     f'<a class="sfx-log" href="{e(link)}">full {stream} ({rec.get(f"{stream}_chars")} chars)</a>'

@@ -22,7 +22,16 @@ from typing import Any
 
 import pytest
 
-from .artifacts import LONG_OUTPUT, ReportPaths, evidence_html, externalize, report_style, scrub, summary_html
+from .artifacts import (
+    LONG_OUTPUT,
+    ReportPaths,
+    evidence_html,
+    externalize,
+    notes_html,
+    report_style,
+    scrub,
+    summary_html,
+)
 from .envfacts import FACT_ROWS, target_metadata
 from .groups import GROUPS
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
@@ -36,6 +45,7 @@ from .signoff import (
     decide,
     failure_line,
     report_properties,
+    skip_reason,
     summary_lines,
 )
 from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
@@ -154,10 +164,25 @@ class ReportWriter:
         cells.insert(2, f'<td class="col-group">{html.escape(group)}</td>')
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report: Any, data: list[str]) -> None:
+        """A skipped check's log says its reason as text: pytest keeps a skip as a (path, line, reason) tuple, whose
+        repr pytest-html would otherwise show."""
+        if not (report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3):
+            return
+        shown = html.escape(report.longreprtext) + "\n"
+        check = self.collector.checks.get(report.nodeid)
+        verdict = check.verdict if check is not None else "SKIP"
+        reason = skip_reason(report)
+        said = reason if reason.lower().startswith(verdict.lower()) else f"{verdict}: {reason}"
+        text = html.escape(said) + "\n"
+        data[:] = [text if entry == shown else entry for entry in data]
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
         if self.signoff is not None:
-            timeline = timeline_html(list(self.collector.checks.values()), self.started)
-            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline
+            timeline = timeline_html(list(self.collector.checks.values()), self.state.up)
+            notes = notes_html([self.redact(note) for note in self.state.notes])
+            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + notes
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ process. Settings are resolved at most once per invocation (``--slurmflox-up``);
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,7 @@ class SlurmfloxSession:
             raise pytest.UsageError(f"slurmflox: {exc} (nothing was changed)") from None
         state.substrate = substrate_name
         say = progress_printer(self.config)
+        began = time.time()
         try:
             deployed = up(substrate_name, state.resolved, state.workdir, self.options, say, state.evidence)
         except SettingsError as exc:  # a limit of the substrate's own, refused before anything started
@@ -129,6 +131,7 @@ class SlurmfloxSession:
             raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=True)) from None
         except Exception as exc:  # a bug or a host fault mid-way: still one line, the detail in a log file
             raise pytest.UsageError(failed_up_line(exc, state.workdir, expected=False)) from None
+        state.up = (began, time.time())
         state.target_path = deployed.target_path
         state.target_source = f"--slurmflox-up={substrate_name}"
         state.exit.provisioned = True
@@ -231,15 +234,21 @@ class SlurmfloxSession:
         self._hand_over()
 
     def _hand_over(self) -> None:
-        """An xdist worker hands its record to the controller, whose verdict names what did not run and why."""
+        """An xdist worker hands its record to the controller, whose verdict names what did not run and why, and
+        its notes (the list itself: what it says later goes too, xdist sends the output at the worker's end)."""
         output = getattr(self.config, "workeroutput", None)
         if output is not None:
             output["slurmflox_deselected"] = self.state.deselected.as_dict()
+            output["slurmflox_notes"] = self.state.notes
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist controller: a worker's deselection record (it collected and selected; this process did not)."""
-        self.state.deselected.merge(getattr(node, "workeroutput", {}).get("slurmflox_deselected") or {})
+        """pytest-xdist controller: a worker's deselection record (it collected and selected; this process did not)
+        and its progress lines, marked with the worker's id."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.state.deselected.merge(output.get("slurmflox_deselected") or {})
+        worker = getattr(getattr(node, "gateway", None), "id", "worker")
+        self.state.notes.extend(f"[{worker}] {line}" for line in output.get("slurmflox_notes") or ())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

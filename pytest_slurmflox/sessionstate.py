@@ -6,6 +6,8 @@ state. The option table that fills it is options.py's.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,10 @@ class SessionState:
     exit: ExitRules = field(default_factory=ExitRules)  #: applied once, by the session, at the very end
     #: this start of the run (runrecord.py): drawn by the controller or serial process, handed to xdist workers
     start: str = field(default_factory=new_start)
+    #: when this run's provisioning (``--slurmflox-up``) began and ended, wall clock (the report's ``up`` band)
+    up: tuple[float, float] | None = None
+    #: what the run said on its progress lines (:func:`progress_printer`): the run's, never one check's
+    notes: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> RunRecords:
@@ -57,12 +63,20 @@ def session_state(config: pytest.Config) -> SessionState:
 
 
 def progress_printer(config: pytest.Config) -> Any:
-    """One timestamped line per step of long work, on pytest's terminal."""
+    """One timestamped line per step of long work. It goes to pytest's terminal outside any check's captured output
+    (a line said while a session fixture is set up for the first check that needs it is the run's, not that
+    check's: it must not land in that check's row of the report) and into the run's notes
+    (:attr:`SessionState.notes`; an xdist worker's terminal is nobody's, so its notes go to the controller)."""
     state = session_state(config)
     writer = config.get_terminal_writer()
+    capture = config.pluginmanager.getplugin("capturemanager")
 
     def say(message: str) -> None:
-        writer.line(f"[slurmflox {time.monotonic() - state.started:7.1f}s] {message}")
-        writer.flush()
+        line = f"[slurmflox {time.monotonic() - state.started:7.1f}s] {message}"
+        state.notes.append(line)
+        main = threading.current_thread() is threading.main_thread()  # capture is switched on the main thread only
+        with capture.global_and_fixture_disabled() if capture is not None and main else contextlib.nullcontext():
+            writer.line(line)
+            writer.flush()
 
     return say

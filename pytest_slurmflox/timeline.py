@@ -1,79 +1,53 @@
-"""The run as a picture: an inline SVG timeline for the HTML report (one bar per check over wall time, coloured by
-verdict, labelled with the Slurm jobs it ran and the workers they ran on), and the move of the sign-off block above
-pytest-html's environment table.
+"""The run as a picture: an inline SVG timeline for the HTML report, and the move of the sign-off block above
+pytest-html's environment table. What is drawn (bars, styles, ticks, lanes) is :mod:`~pytest_slurmflox.timeline_data`'s.
 
 Why a picture: a reader sees at once which check held the run up (T7's time limit), what ran side by side and what
-failed. Self-contained on purpose: plain SVG elements, no script, no fonts or images fetched, so the report opens
-offline. Jobs and workers come from the check's own evidence (``sbatch`` answers and ``squeue``'s ``%i|%T|%r|%N``
-rows, :data:`~pytest_slurmflox.slurm.JOB_FORMAT`), never from a file a worker wrote.
+failed. The picture starts at the first check; a provisioning before it (``--slurmflox-up``) is one narrow band at
+the left labelled with its duration, never drawn to scale. The axis has a tick every few seconds; the legend names
+every kind of bar (:data:`~pytest_slurmflox.timeline_data.STYLES`). Up to
+:data:`~pytest_slurmflox.timeline_data.FULL_ROWS` checks each get a row with their whole name, their jobs and workers;
+more share lanes per group (a thin bar each, the name on hover), so the picture stays short of the results table.
+Self-contained on purpose: plain SVG elements, no script, no fonts or images fetched, so the report opens offline.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .signoff import Check
+from .timeline_data import (
+    COLOURS,
+    OTHER,
+    STYLES,
+    UP,
+    Bar,
+    Style,
+    bars,
+    jobs_and_workers,
+    lanes,
+    style_of,
+    tick_label,
+    ticks,
+)
 
-#: bar colours by verdict (the same green/red as the sign-off summary)
-COLOURS = {"PASS": "#2e7d32", "FAIL": "#c62828", "SKIP": "#f9a825"}
-OTHER_COLOUR = "#757575"
-_SUBMITTED = re.compile(r"Submitted batch job (\d+)")
-_SQUEUE_ROW = re.compile(r"^(\d+(?:_\d+)?)\|[A-Z_]+\|[^|\n]*\|([\w\-\[\],]*)$", re.M)
+__all__ = ["COLOURS", "TOP_END", "TOP_START", "bars", "hoist_top", "jobs_and_workers", "timeline_html", "wrap"]
+
 TOP_START, TOP_END = "<!-- slurmflox-top -->", "<!-- /slurmflox-top -->"
-_ROW, _LABEL_W, _PLOT_W = 22, 360, 640
+#: a row's least height, the label column, the plot, the up band (with its gap) and the header (legend, axis), px
+_ROW, _LABEL_W, _PLOT_W, _UP_W, _HEAD = 22, 360, 640, 64, 40
+#: up to this many checks each get a row with their whole name; more are drawn in lanes per group
+FULL_ROWS = 12
+#: a lane's height and the gap between two groups' lanes, px
+_LANE, _GAP = 12, 4
 #: label text: font size and line height (px), left padding, and the characters a line of the label column holds.
 #: Monospace advances are 0.6 em in the common fonts (DejaVu Sans Mono: 1233/2048 em); 7 px per character at 11 px
 #: leaves a margin, so a wrapped line never reaches the bars.
 _FONT, _LINE, _PAD = 11, 13, 4
 _CHARS = (_LABEL_W - 2 * _PAD - 8) // 7
 _BREAK_AFTER = re.compile(r"(?<=[/:_\-\[.,\s])")
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One check on the timeline: seconds from the run's start, its verdict, its jobs and their workers."""
-
-    nodeid: str
-    verdict: str
-    begin: float
-    end: float
-    jobs: tuple[str, ...]
-    workers: tuple[str, ...]
-    runner: str = ""
-    group: str = ""
-
-
-def jobs_and_workers(evidence: Iterable[dict[str, Any]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The Slurm job ids a check submitted or watched, and the nodes squeue placed them on, in first-seen order."""
-    jobs: dict[str, None] = {}
-    workers: dict[str, None] = {}
-    for entry in evidence:
-        text = str(entry.get("stdout") or "")
-        for job in _SUBMITTED.findall(text):
-            jobs.setdefault(job, None)
-        for job, nodes in _SQUEUE_ROW.findall(text):
-            jobs.setdefault(job.split("_")[0], None)
-            for node in filter(None, nodes.split(",")):
-                workers.setdefault(node, None)
-    return tuple(jobs), tuple(workers)
-
-
-def bars(checks: Sequence[Check], origin: float) -> list[Bar]:
-    """Checks with a recorded start, as bars relative to ``origin`` (the run's start), earliest first."""
-    out = []
-    for check in checks:
-        if not check.start:
-            continue
-        jobs, workers = jobs_and_workers(check.evidence)
-        begin = max(0.0, check.start - origin)
-        end = max(begin, (check.stop or check.start) - origin)
-        out.append(Bar(check.nodeid, check.verdict, begin, end, jobs, workers, check.runner, check.group or ""))
-    return sorted(out, key=lambda b: (b.begin, b.nodeid))
 
 
 def name_of(bar: Bar) -> str:
@@ -118,49 +92,133 @@ def _text(cls: str, lines: list[str], top: float) -> str:
     return f'<text class="{cls}" font-family="monospace">{spans}</text>'
 
 
-def timeline_svg(rows: Sequence[Bar]) -> str:
-    """The timeline as one ``<svg>`` element. Each check's label is its whole name, wrapped in the label column
-    (a fixed-advance font, so the character count bounds the width) and never cut; its jobs and workers below it;
-    a ``<title>`` per bar gives the full node id and detail on hover. Rows grow with their label."""
-    e = html.escape
-    span = max([b.end for b in rows], default=0.0) or 1.0
-    scale = _PLOT_W / span
-    parts = []
-    y = float(_ROW)
+def _detail(bar: Bar) -> str:
+    runner = f", runner {bar.runner}" if bar.runner else ""
+    return (
+        f"{bar.nodeid}: {bar.verdict}, {bar.begin:.1f}-{bar.end:.1f} s{runner}; "
+        f"jobs {', '.join(bar.jobs) or 'none'}; workers {', '.join(bar.workers) or 'none'}"
+    )
+
+
+def _rect(bar: Bar, plot_x: float, scale: float, top: float, height: float) -> str:
+    x, width = plot_x + bar.begin * scale, max(2.0, (bar.end - bar.begin) * scale)
+    colour = style_of(bar.verdict).colour
+    return f'<rect x="{x:.1f}" y="{top:.0f}" width="{width:.1f}" height="{height:.0f}" fill="{colour}"/>'
+
+
+def _full_rows(rows: Sequence[Bar], plot_x: float, scale: float) -> tuple[list[str], float]:
+    """A row per check: its whole name wrapped in the label column, its jobs and workers below it, its bar."""
+    parts, y = [], float(_HEAD)
     for bar in rows:
         name, meta = wrap(name_of(bar), _CHARS), (wrap(_meta(bar), _CHARS) if _meta(bar) else [])
-        x = _LABEL_W + bar.begin * scale
-        width = max(2.0, (bar.end - bar.begin) * scale)
-        colour = COLOURS.get(bar.verdict, OTHER_COLOUR)
-        detail = f"{bar.nodeid}: {bar.verdict}, {bar.begin:.1f}-{bar.end:.1f} s" + (
-            f", runner {bar.runner}" if bar.runner else ""
-        )
-        detail += f"; jobs {', '.join(bar.jobs) or 'none'}; workers {', '.join(bar.workers) or 'none'}"
         parts.append(
-            f'<g class="sfx-bar sfx-{e(bar.verdict.lower())}"><title>{e(detail)}</title>'
+            f'<g class="sfx-bar {style_of(bar.verdict).css}"><title>{html.escape(_detail(bar))}</title>'
             + _text("sfx-name", name, y)
             + (_text("sfx-meta", meta, y + _LINE * len(name)) if meta else "")
-            + f'<rect x="{x:.1f}" y="{y + 3:.0f}" width="{width:.1f}" height="{_ROW - 6}" fill="{colour}"/></g>'
+            + _rect(bar, plot_x, scale, y + 3, _ROW - 6)
+            + "</g>"
         )
         y += max(_ROW, _LINE * (len(name) + len(meta)) + 6)
-    head = (
-        f'<svg id="slurmflox-timeline-svg" xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _PLOT_W + 20}" '
-        f'height="{y + 10:.0f}" font-family="sans-serif" font-size="{_FONT}">'
-        f'<text x="{_LABEL_W}" y="12">0 s</text><text x="{_LABEL_W + _PLOT_W}" y="12" text-anchor="end">'
-        f"{span:.1f} s</text>"
+    return parts, y
+
+
+def _lane_rows(rows: Sequence[Bar], plot_x: float, scale: float) -> tuple[list[str], float]:
+    """Checks in lanes per group (:func:`~pytest_slurmflox.timeline_data.lanes`): a thin bar each, its name and
+    detail on hover; the group and its number of checks label the group's first lane."""
+    parts, y, previous = [], float(_HEAD), None
+    counts: dict[str, int] = {}
+    for bar in rows:
+        counts[bar.group] = counts.get(bar.group, 0) + 1
+    for group, lane in lanes(rows):
+        if group != previous:
+            y += _GAP if previous is not None else 0
+            label = f"{group or '(no group)'} · {counts[group]} check{'s' if counts[group] > 1 else ''}"
+            parts.append(_text("sfx-name", [label], y - 2))
+            previous = group
+        for bar in lane:
+            title = html.escape(f"{name_of(bar)}\n{_detail(bar)}")
+            rect = _rect(bar, plot_x, scale, y + 2, _LANE - 3)
+            parts.append(f'<g class="sfx-bar {style_of(bar.verdict).css}"><title>{title}</title>{rect}</g>')
+        y += _LANE
+    return parts, y
+
+
+def _legend(rows: Sequence[Bar], up: float | None) -> str:
+    """A swatch and a name for every kind of check bar, the up band when drawn, and any verdict nobody defined."""
+    kinds: list[Style] = list(STYLES.values())
+    if any(bar.verdict not in STYLES for bar in rows):
+        kinds.append(OTHER)
+    if up is not None:
+        kinds.append(UP)
+    parts, x = [], float(_PAD)
+    for style in kinds:
+        parts.append(
+            f'<g class="sfx-key {style.css}"><rect x="{x:.0f}" y="3" width="12" height="10" fill="{style.colour}"/>'
+            f'<text x="{x + 16:.0f}" y="12">{html.escape(style.label)}</text></g>'
+        )
+        x += 16 + 7 * len(style.label) + 14
+    return '<g class="sfx-legend">' + "".join(parts) + "</g>"
+
+
+def _axis(span: float, plot_x: float, scale: float, bottom: float) -> str:
+    """A labelled tick every few seconds (:func:`~pytest_slurmflox.timeline_data.ticks`), its line down the plot."""
+    parts = []
+    for t in ticks(span):
+        x = plot_x + t * scale
+        anchor = "start" if t == 0 else "middle"
+        parts.append(
+            f'<line class="sfx-tick" x1="{x:.1f}" y1="{_HEAD - 8}" x2="{x:.1f}" y2="{bottom:.0f}" stroke="#d0d0d0"/>'
+            f'<text x="{x:.1f}" y="{_HEAD - 11}" text-anchor="{anchor}">{tick_label(t)}</text>'
+        )
+    return '<g class="sfx-axis">' + "".join(parts) + "</g>"
+
+
+def _up_band(up: float, bottom: float) -> str:
+    """Provisioning: a fixed narrow band left of the plot, labelled ``up`` and its duration."""
+    x = _LABEL_W
+    return (
+        f'<g class="sfx-band {UP.css}"><title>{html.escape(f"provisioning (--slurmflox-up): {up:.1f} s")}</title>'
+        f'<rect x="{x}" y="{_HEAD - 8}" width="{_UP_W - 8}" height="{bottom - _HEAD + 8:.0f}" fill="{UP.colour}"/>'
+        f'<text x="{x + 4}" y="{_HEAD + 5}">up</text>'
+        f'<text x="{x + 4}" y="{_HEAD + 18}">{tick_label(round(up))}</text></g>'
     )
-    return head + "".join(parts) + "</svg>"
 
 
-def timeline_html(checks: Sequence[Check], origin: float) -> str:
-    rows = bars(checks, origin)
+def timeline_svg(rows: Sequence[Bar], up: float | None = None) -> str:
+    """The timeline as one ``<svg>`` element: the legend, the axis from 0 (the first check's start), an ``up`` band
+    of ``up`` seconds when given, and the bars (:data:`FULL_ROWS` or fewer: a row each, whose label is the check's
+    whole name, wrapped in the label column, never cut; more: lanes per group). Every bar has a ``<title>`` with
+    its full node id and detail, shown on hover."""
+    span = max([b.end for b in rows], default=0.0) or 1.0
+    plot_x = _LABEL_W + (_UP_W if up is not None else 0)
+    scale = _PLOT_W / span
+    parts, bottom = (_full_rows if len(rows) <= FULL_ROWS else _lane_rows)(rows, plot_x, scale)
+    bottom = max(bottom, _HEAD + 24.0)
+    return (
+        f'<svg id="slurmflox-timeline-svg" xmlns="http://www.w3.org/2000/svg" width="{plot_x + _PLOT_W + 30}" '
+        f'height="{bottom + 8:.0f}" font-family="sans-serif" font-size="{_FONT}">'
+        + _legend(rows, up)
+        + _axis(span, plot_x, scale, bottom)
+        + (_up_band(up, bottom) if up is not None else "")
+        + "".join(parts)
+        + "</svg>"
+    )
+
+
+def timeline_html(checks: Sequence[Check], up: tuple[float, float] | None = None) -> str:
+    """The report's timeline section: a line saying how many checks over how long, then :func:`timeline_svg`.
+    ``up`` is when a provisioning in this run began and ended (epoch seconds), if there was one."""
+    rows = bars(checks)
     if not rows:
         return '<div id="slurmflox-timeline"><h2>Timeline</h2><p>No check ran.</p></div>'
+    took = max(0.0, up[1] - up[0]) if up else None
+    before = f" after {took:.1f} s of provisioning (up)" if took is not None else ""
+    many = f"{len(rows)} check{'s' if len(rows) > 1 else ''}"
     return (
         '<div id="slurmflox-timeline"><h2>Timeline</h2>'
-        f"<p>{len(rows)} checks over {max(b.end for b in rows):.1f} s; colour = verdict "
-        "(green PASS, red FAIL, amber SKIP); hover a bar for its jobs and workers.</p>"
-        f"{timeline_svg(rows)}</div>"
+        f"<p>{many} over {max(b.end for b in rows):.1f} s from the first check's start{before}; "
+        "hover a bar for its check, jobs and workers.</p>"
+        f'<div class="sfx-scroll">{timeline_svg(rows, took)}</div></div>'
     )
 
 

@@ -4,9 +4,12 @@ must be in it (the browser: tests/browser.py)."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from html.parser import HTMLParser
 
+import pytest
 from browser import chromium_dom
 
 __all__ = ["chromium_dom", "rendered_tables"]
@@ -98,3 +101,72 @@ def test_skipped():
     svg = dom[dom.index("<svg") : dom.index("</svg>")]
     assert svg.count('class="sfx-bar') == 2 and "test_ok" in svg and "test_skipped" in svg
     assert 'class="sfx-bar sfx-pass"' in svg and 'class="sfx-bar sfx-skip"' in svg
+
+
+TWO_CHECKS = """
+import pytest
+from pytest_slurmflox.sessionstate import progress_printer
+
+PROBE = "local: tfprobe: runtime local/broken:1 cannot be realized"
+
+
+@pytest.fixture(scope="session")
+def probed(pytestconfig):
+    progress_printer(pytestconfig)(PROBE)  # the run's line, said while the first check's setup runs
+
+
+@pytest.mark.acceptance
+@pytest.mark.T1
+def test_t1_check(probed):
+    print("T1-own-line")
+
+
+@pytest.mark.acceptance
+@pytest.mark.TF
+def test_tf_check(probed):
+    print("TF-own-line")
+    pytest.skip("missing capability kubernetes: none in this fake")
+"""
+
+
+def report_rows(page) -> dict[str, list[tuple[str, str]]]:
+    """node id -> (result, log text) of each of its rows, from pytest-html's data blob in ``page``."""
+    text = page.read_text(encoding="utf-8")
+    blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', text).group(1)))
+    return {
+        nodeid: [(row["result"], html.unescape("".join(row.get("log", "")))) for row in rows]
+        for nodeid, rows in blob["tests"].items()
+    }
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_message_is_in_its_own_row_and_a_skip_reason_is_text(pytester, tmp_path, workers):
+    """Two checks share a session fixture that says a progress line while the first one's setup runs: the line is
+    the run's (the report's run notes), in neither check's row; each check's own output is in its own row only;
+    the skip's log is its reason as text, never the (path, line, reason) tuple pytest keeps."""
+    pytester.makepyfile(test_rows=TWO_CHECKS)
+    reports = tmp_path / "reports"
+    # in a subprocess: pytest's capture then holds the real standard output, as in a customer's run
+    pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-m",
+        "acceptance",
+        f"--slurmflox-reports={reports}",
+        "--slurmflox-run-id=rows1",
+        *workers,
+    )
+    page = reports / "rows1" / "report.html"
+    rows = report_rows(page)
+    logs = {nodeid.rsplit("::", 1)[-1]: "\n".join(log for _, log in found) for nodeid, found in rows.items()}
+    assert set(logs) == {"test_t1_check", "test_tf_check"}, rows
+    assert "T1-own-line" in logs["test_t1_check"] and "TF-own-line" not in logs["test_t1_check"]
+    assert "TF-own-line" in logs["test_tf_check"] and "T1-own-line" not in logs["test_tf_check"]
+    assert all("tfprobe" not in log for log in logs.values()), logs
+    skipped = [log for result, log in rows[next(n for n in rows if n.endswith("test_tf_check"))] if result == "Skipped"]
+    assert skipped and skipped[0].startswith("SKIP: missing capability kubernetes: none in this fake"), skipped
+    assert all("('" not in log and "Skipped: " not in log for log in skipped)
+    notes = re.search(r'<details id="slurmflox-notes">.*?</details>', page.read_text(encoding="utf-8"), re.S)
+    assert notes and "local: tfprobe: runtime local/broken:1 cannot be realized" in notes.group(0)

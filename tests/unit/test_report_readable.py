@@ -192,8 +192,76 @@ def test_summary_is_readable_and_timeline_shows_whole_names(pytester, tmp_path):
     print(f"screenshot: {png}")
 
     measured_texts = {t["text"] for t in measured["texts"]}
-    for seen in ("T3", "Requirement / reasons", "view1", "evidence.json"):  # summary, its links, environment rows
+    for seen in ("T3", "Requirement", "view1", "evidence.json"):  # summary, its links, environment rows
         assert seen in measured_texts, f"{seen!r} not measured: {sorted(measured_texts)}"
     expected = {"T3 · test_fake.py::test_ok", f"T5 · test_fake.py::{LONG_TEST}[{PARAM}]"}
     problems = contrast_problems(measured["texts"]) + label_problems(measured, expected)
     assert not problems, "the report is hard to read:\n" + "\n".join(problems)
+
+
+FIRST_SCREEN = (1400, 900)
+#: a run of many checks in many groups: every required group shows in the summary table, the timeline draws lanes
+MANY_CHECKS = "import pytest\n" + "".join(
+    f"""
+@pytest.mark.acceptance
+@pytest.mark.{group}
+@pytest.mark.parametrize("n", range(4))
+def test_{group.lower()}(n):
+    if n == 3:
+        pytest.skip("missing capability kubernetes: none in this fake")
+"""
+    for group in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11")
+)
+
+#: Runs in the page after its own scripts: where the verdict, the summary table, the timeline's first bars and the
+#: results table are drawn (viewport pixels at the top of the page).
+PLACES = """
+<script>
+window.addEventListener("load", () => {
+  const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+                        return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  const bars = [...document.querySelectorAll("#slurmflox-timeline g.sfx-bar rect")].map(box)
+    .sort((a, b) => a.left - b.left || a.top - b.top);
+  const out = document.createElement("script");
+  out.type = "application/json";
+  out.id = "sfx-places";
+  out.textContent = JSON.stringify({
+    verdict: box(document.querySelector("#slurmflox-verdict")),
+    groups: box(document.querySelector("#slurmflox-groups")),
+    legend: box(document.querySelector("#slurmflox-timeline .sfx-legend")),
+    bars: bars.slice(0, 3),
+    results: box(document.querySelector("#results-table")),
+  });
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def test_the_first_screen_shows_the_verdict_the_summary_and_the_first_checks(pytester, tmp_path):
+    """At 1400x900 (one laptop screen) the verdict, the whole summary table and the timeline's first checks are
+    drawn within the first screen, and the results table starts within two (boxes measured by Chromium)."""
+    pytester.makepyfile(test_many=MANY_CHECKS)
+    reports = tmp_path / "reports"
+    pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-m", "acceptance", f"--slurmflox-reports={reports}", "--slurmflox-run-id=screen1"
+    )
+    page = reports / "screen1" / "report.html"
+    probe = page.with_name("report-places.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PLACES + "</body>", 1), encoding="utf-8")
+    dom = chromium_dom(probe, FIRST_SCREEN)
+    match = re.search(r'<script type="application/json" id="sfx-places">(.*?)</script>', dom, re.S)
+    assert match, "the measuring script wrote nothing (did the page load?)"
+    places = json.loads(match.group(1))
+    png = screenshot(page, tmp_path / "first-screen.png", FIRST_SCREEN)
+    print(f"screenshot: {png}; places: {places}")
+    width, height = FIRST_SCREEN
+    assert len(places["bars"]) == 3, places
+    for name, where in [
+        ("verdict", places["verdict"]),
+        ("summary table", places["groups"]),
+        ("legend", places["legend"]),
+        *(("first checks", bar) for bar in places["bars"]),
+    ]:
+        assert where and where["top"] >= 0 and where["bottom"] <= height and where["right"] <= width, (name, where)
+    assert places["results"]["top"] <= 2 * height, places["results"]
