@@ -13,8 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from .base.run import Result
 from .pool import WorkerInfo
-from .run import Result
 
 
 class IsolatingWorkers(ABC):

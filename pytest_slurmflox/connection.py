@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .abilities import ABILITIES, RuntimeRecord
+from .base.run import Observer, Result, Runner, SSHRunner
+from .base.sshconnect import Hop
 from .pool import WorkerPool, WorkerView
 from .reach import reach
-from .run import Observer, Result, Runner, SSHRunner
 from .slurm import SlurmClient
-from .sshconnect import Hop
 from .target import Endpoint, Expectations, TargetSpec
 
 

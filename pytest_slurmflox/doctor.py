@@ -21,9 +21,9 @@ import pytest
 from .groups import CAPABILITY_GROUPS, GROUPS
 
 if TYPE_CHECKING:
+    from .base.run import Runner
     from .connection import Target
     from .profiles import Profile
-    from .run import Runner
 
 #: What the cluster is asked, read-only: label -> command on the login endpoint.
 FACTS: dict[str, str] = {

@@ -1,6 +1,6 @@
 """Evidence: every command a check runs, redacted, attached to the check that ran it.
 
-Runners hand each :class:`~pytest_slurmflox.run.Result` to an observer. The session's :class:`EvidenceLog` is that
+Runners hand each :class:`~pytest_slurmflox.base.run.Result` to an observer. The session's :class:`EvidenceLog` is that
 observer: it redacts the result and appends it to the evidence of the test currently running. The plugin moves
 a test's evidence into its report's ``user_properties`` (which pytest-xdist serializes), so the controller can
 write HTML, JUnit and evidence.json from reports alone.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .run import Result
+from .base.run import Result
 from .secrets import Redactor
 
 

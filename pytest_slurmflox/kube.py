@@ -4,7 +4,7 @@ Why plain dicts in Kubernetes JSON shape (``metadata.name``, ``spec.runtimeClass
 assertion then reads exactly like the ``kubectl get -o json`` output an operator would check, evidence can be
 dumped as JSON unchanged, and nothing outside this module depends on the ``kubernetes`` package's model
 classes. Everything is read-only except :meth:`KubeClient.exec`, which runs a command in a pod's container and
-returns a :class:`~pytest_slurmflox.run.Result` like every other runner, and the node debug pod T1 may create and
+returns a :class:`~pytest_slurmflox.base.run.Result` like every other runner, and the node debug pod T1 may create and
 delete when the target declares it (:meth:`KubeClient.create_pod`, :meth:`KubeClient.delete_pod`; nodedebug.py).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .run import Invocation, Observer, Result
+from .base.run import Invocation, Observer, Result
 
 SLINKY_GROUP = "slinky.slurm.net"
 SLINKY_VERSION = "v1beta1"

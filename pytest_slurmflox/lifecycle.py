@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .base.run import Runner
+from .base.waits import WaitTimedOut, poll, poll_missing
 from .pool import WorkerPool
-from .run import Runner
 from .settings import Settings
 from .slurm import NodeState, SlurmClient, SlurmError
-from .waits import WaitTimedOut, poll, poll_missing
 
 STEPS = (
     "partition-down",

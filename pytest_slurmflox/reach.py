@@ -11,9 +11,9 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from .run import SSHRunner
+from .base.run import SSHRunner
+from .base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 from .signoff import NOT_RUN_PREFIX
-from .sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 
 
 @dataclass(frozen=True)

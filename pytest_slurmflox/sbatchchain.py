@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .run import quoted
+from .base.run import quoted
 
 __all__ = ["ChainEntry", "chain_command", "chain_ids"]
 
@@ -37,7 +37,7 @@ class ChainEntry:
 
 def _word(value: str) -> str:
     """``value`` as one shell word, each ``{prior:i}`` replaced by the shell's ``$j<i>``: a value holding one comes
-    out of :func:`~pytest_slurmflox.run.quoted` single-quoted (``{`` is no safe shell character), so the
+    out of :func:`~pytest_slurmflox.base.run.quoted` single-quoted (``{`` is no safe shell character), so the
     replacement closes the quotes around ``"$j<i>"``."""
     return _PRIOR.sub(lambda m: f"'\"$j{int(m.group(1))}\"'", quoted("%s", value))
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .run import Result, Runner, quoted
-from .waits import WaitTimedOut, job_timeout, poll_missing
+from .base.run import Result, Runner, quoted
+from .base.waits import WaitTimedOut, job_timeout, poll_missing
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -170,7 +170,8 @@ class NeverRuns(SlurmError):
 #: squeue output: id|state|reason|nodes (an argument, so the shell never sees the pipes).
 JOB_FORMAT = "%i|%T|%r|%N"
 
-#: Default of :meth:`SlurmClient.wait`: short jobs started together, one scheduling pass (pytest_slurmflox/waits.py).
+#: Default of :meth:`SlurmClient.wait`: short jobs started together, one scheduling pass
+#: (pytest_slurmflox/base/waits.py).
 SHORT_JOB = job_timeout()
 
 

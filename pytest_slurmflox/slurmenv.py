@@ -41,7 +41,8 @@ class SlurmFacts:
 
     @classmethod
     def read(cls, login) -> SlurmFacts:
-        """From the login endpoint (a :class:`pytest_slurmflox.run.Runner`): the controller's view, not a worker's."""
+        """From the login endpoint (a :class:`pytest_slurmflox.base.run.Runner`): the controller's view, not a
+        worker's."""
         return cls.parse(login.run("scontrol show config").check().stdout)
 
     @classmethod

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .run import Result, Runner, command_line, quoted
+from .base.run import Result, Runner, command_line, quoted
+from .base.waits import job_timeout
 from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .siteaccess import SiteAccess
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
-from .waits import job_timeout
 
 if TYPE_CHECKING:
     from .runrecord import RunRecords

@@ -9,7 +9,7 @@ login endpoint just for this).
 
 from __future__ import annotations
 
-from .run import Runner, quoted
+from .base.run import Runner, quoted
 from .slurm import SlurmClient
 from .submit import RUNS_DIR, is_run_id
 from .target import TargetSpec

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.run import Result
 
 
 def declared_nodeset(target) -> dict:

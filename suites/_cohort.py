@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.busy import serving
-from pytest_slurmflox.run import Result, quoted
 
 from ._marks import Marked, on_each, per_node
 from ._reservation import reservation

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
-from pytest_slurmflox.run import Result, quoted
+from pytest_slurmflox.base.run import Result, quoted
 
 from ._busy import waiting_for_held
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pytest_slurmflox.run import Result, quoted
+from pytest_slurmflox.base.run import Result, quoted
 
 from ._marks import Marked, on_each, per_node
 from ._shared import observe_once

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from pytest_slurmflox.run import quoted
+from pytest_slurmflox.base.run import quoted
 
 from ._capability import requirement
 

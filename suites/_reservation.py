@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pytest_slurmflox.run import Result, quoted
+from pytest_slurmflox.base.run import Result, quoted
 
 
 @dataclass(frozen=True)

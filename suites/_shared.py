@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 from ._marks import Marked
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 #: Slurm's own reason for a submission refused for its association (AccountingStorageEnforce=associations): the
 #: text of ESLURM_INVALID_ACCOUNT in SchedMD/slurm src/common/slurm_errno.c, which sbatch prints after "Batch job

@@ -10,9 +10,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from pytest_slurmflox.run import quoted
+from pytest_slurmflox.base.run import quoted
+from pytest_slurmflox.base.waits import job_timeout
 from pytest_slurmflox.slurm import TERMINAL_STATES
-from pytest_slurmflox.waits import job_timeout
 
 from ._cohort import across, ring_case
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.run import command_line, quoted
-from pytest_slurmflox.waits import job_timeout
+from pytest_slurmflox.base.run import command_line, quoted
+from pytest_slurmflox.base.waits import job_timeout
 
 from ._capability import requirement
 from ._cohort import across

@@ -19,14 +19,14 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.authkeys import parse_show_config
+from pytest_slurmflox.base.run import Result, quoted
+from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
-from pytest_slurmflox.run import Result, quoted
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.slurm import TERMINAL_STATES, parse_kv_line
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.timelimit import Enforcement, enforcement
-from pytest_slurmflox.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 
 from ._capability import requirement
 from ._marks import Mark
@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
 
 SLEEP = "#!/bin/bash\nsleep {s}\n"
 
-#: The job's limit in minutes (what Slurm may add before it acts: :func:`pytest_slurmflox.waits.limit_timeout`).
+#: The job's limit in minutes (what Slurm may add before it acts: :func:`pytest_slurmflox.base.waits.limit_timeout`).
 LIMIT_MINUTES = 1
 #: How long the time-limited job would run (minutes): an overtime that lets it finish first cannot be judged.
 JOB_MINUTES = 10

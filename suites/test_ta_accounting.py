@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.base.run import quoted
+from pytest_slurmflox.base.waits import poll_last
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.run import quoted
-from pytest_slurmflox.waits import poll_last
 
 from ._capability import requirement
 from ._marks import Mark, marked

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.base.waits import job_timeout, poll_last
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
 

@@ -21,11 +21,11 @@ import re
 
 import pytest
 
+from pytest_slurmflox.base.run import SSHRunner
+from pytest_slurmflox.base.waits import poll_last
 from pytest_slurmflox.connection import login_runner
 from pytest_slurmflox.directory import DirectoryIdentity, lookup, membership_ldif
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.run import SSHRunner
-from pytest_slurmflox.waits import poll_last
 
 from ._capability import requirement
 from ._cohort import local_accounts

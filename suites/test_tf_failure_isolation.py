@@ -23,12 +23,12 @@ import time
 
 import pytest
 
+from pytest_slurmflox.base.run import quoted
+from pytest_slurmflox.base.waits import WaitTimedOut, poll
 from pytest_slurmflox.early import SINCE, UNTIL
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.run import quoted
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
-from pytest_slurmflox.waits import WaitTimedOut, poll
 
 from ._capability import requirement
 from ._marks import Mark, every_worker_step

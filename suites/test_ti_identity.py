@@ -16,8 +16,8 @@ import secrets
 
 import pytest
 
+from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.declared import HOME, IDENTITY
-from pytest_slurmflox.run import quoted
 
 from ._capability import declared, requirement
 from ._cohort import across, local_accounts, task_identities

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_slurmflox.base.run import Result, command_line, quoted
+from pytest_slurmflox.base.waits import job_timeout
 from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import passes_through, task_env_problems
 from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin
-from pytest_slurmflox.run import Result, command_line, quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
-from pytest_slurmflox.waits import job_timeout
 
 from ._capability import declared, requirement
 from ._marks import on_each, per_node

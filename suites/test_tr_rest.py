@@ -23,11 +23,11 @@ import re
 
 import pytest
 
+from pytest_slurmflox.base.run import quoted
+from pytest_slurmflox.base.waits import job_timeout, poll_last
 from pytest_slurmflox.expectations import task_env_problems
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.run import quoted
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
-from pytest_slurmflox.waits import job_timeout, poll_last
 
 from ._capability import requirement
 from ._records import ENVIRON_PROBE, environs, require_flox_runtime, runtimes

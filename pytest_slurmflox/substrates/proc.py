@@ -21,7 +21,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..waits import WaitTimedOut, poll
+from ..base.waits import WaitTimedOut, poll
 from ..workdir import atomic_write
 
 PROC = Path("/proc")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
-from pytest_slurmflox.run import SSHRunner
+from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
 from pytest_slurmflox.substrates.local.cluster import LocalCluster

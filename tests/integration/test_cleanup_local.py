@@ -65,7 +65,7 @@ def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
 
 
 def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
-    from pytest_slurmflox.run import CommandFailed
+    from pytest_slurmflox.base.run import CommandFailed
     from pytest_slurmflox.slurm import NeverRuns, SlurmClient
     from pytest_slurmflox.submit import Jobs
 

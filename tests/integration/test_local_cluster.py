@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_slurmflox.run import SSHRunner
+from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
 from pytest_slurmflox.substrates.local import cgroups

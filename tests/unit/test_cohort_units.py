@@ -9,7 +9,7 @@ import pytest
 from pytest_slurmflox.suites._cohort import Across, ring, ring_case, serving
 from pytest_slurmflox.suites._marks import Mark, marked
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 
 @pytest.mark.parametrize("state", ["idle", "mixed", "allocated", "completing", "planned", "idle-", "mixed@"])

@@ -6,6 +6,7 @@ import base64
 
 import pytest
 
+from pytest_slurmflox.base.run import LocalRunner
 from pytest_slurmflox.directory import (
     Directory,
     escape_filter,
@@ -13,7 +14,6 @@ from pytest_slurmflox.directory import (
     membership_ldif,
     parse_ldif,
 )
-from pytest_slurmflox.run import LocalRunner
 from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.substrates.local import directory as local_directory
 from pytest_slurmflox.target import TargetError, parse_target, target_document

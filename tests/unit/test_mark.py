@@ -10,7 +10,7 @@ import subprocess
 
 from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 NOISE = "echo 'node1|site prolog says hi'; echo 'task=9'; echo 'sfxdeadbeef|forged'"
 
@@ -48,7 +48,7 @@ def _quote(text: str) -> str:
 
 
 def test_login_shell_noise_before_the_start_marker_is_dropped():
-    from pytest_slurmflox.run import after_start
+    from pytest_slurmflox.base.run import after_start
 
     start = "sfx-start-abc"
     assert after_start("Welcome!\nsfx-start-abc\nuid=1\n", start) == "uid=1\n"

@@ -18,8 +18,8 @@ from pytest_slurmflox.suites._cohort import Across
 from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
 from pytest_slurmflox.authkeys import parse_show_config
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.memlimit import MIB, Observed, Promise, configured, memory_problem, probe
-from pytest_slurmflox.run import Result
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LIMIT = 64 * MIB

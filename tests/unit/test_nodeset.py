@@ -144,7 +144,7 @@ def test_the_view_reads_workers_and_profiles_from_kubernetes_json():
             ]
 
         def exec(self, pod, container, command, timeout=120.0):
-            from pytest_slurmflox.run import Result
+            from pytest_slurmflox.base.run import Result
 
             assert (pod, container) == ("w-0", "slurmd")
             return Result(command, pod, "root", 0, rev + "\n", "", 0.0)

@@ -25,7 +25,7 @@ import pytest
 import tomllib
 from filelock import FileLock
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.substrates.qemu.containerd import (
     FLOX_RUNTIME_HANDLER,
     FLOX_SHIM_PATH,

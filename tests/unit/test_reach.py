@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sshd import free_port, keygen
 
+from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.connection import connect
 from pytest_slurmflox.reach import reach
-from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.target import parse_target
 
 

@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from kubernetes.client import rest
 
+from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.kube import KubeClient
-from pytest_slurmflox.run import SSHRunner
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates.qemu.login import host_keys_secret_name, host_public_keys, pin_host_keys
 from pytest_slurmflox.substrates.qemu.ready import Release, not_ready, wait_ready

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sshd import keygen, running_sshd
 
-from pytest_slurmflox.run import HostKeyRefused, SSHRunner
+from pytest_slurmflox.base.run import HostKeyRefused, SSHRunner
 
 
 def _target(tmp_path: Path) -> Path:

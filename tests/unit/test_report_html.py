@@ -61,7 +61,7 @@ def test_report_renders_summary_and_environment_in_chromium(pytester, tmp_path):
     pytester.makepyfile(
         test_fake="""
 import pytest
-from pytest_slurmflox.run import LocalRunner
+from pytest_slurmflox.base.run import LocalRunner
 
 @pytest.mark.acceptance
 @pytest.mark.T3

@@ -25,7 +25,7 @@ from pytest_slurmflox.validation import SCHEMA_ID, junit_document, validate_evid
 FAKE_CHECKS = r'''
 import os
 import pytest
-from pytest_slurmflox.run import LocalRunner
+from pytest_slurmflox.base.run import LocalRunner
 
 pytestmark = pytest.mark.acceptance
 

@@ -83,7 +83,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pytest_slurmflox.run import LocalRunner
+from pytest_slurmflox.base.run import LocalRunner
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.suites._shared import observe_once
 

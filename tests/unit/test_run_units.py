@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
 
-from pytest_slurmflox.run import Invocation, LocalRunner, Result, Runner, command_line, with_env
+from pytest_slurmflox.base.run import Invocation, LocalRunner, Result, Runner, command_line, with_env
 from pytest_slurmflox.substrates.local.nsrunner import NamespaceRunner
 
 
@@ -144,8 +144,8 @@ def test_the_pod_runner_starts_its_command_as_the_local_runner_does(monkeypatch)
 def test_every_runner_is_a_runner_and_closes():
     """``Runner`` is runtime-checkable and declares ``close``: each runner has it, and closing one that holds
     nothing (or was never connected) is harmless, twice."""
+    from pytest_slurmflox.base.run import SSHRunner
     from pytest_slurmflox.kube import PodRunner
-    from pytest_slurmflox.run import SSHRunner
 
     runners = [
         LocalRunner(),

@@ -21,8 +21,8 @@ from pytest_slurmflox.suites._cohort import Across, node_states
 from pytest_slurmflox.suites._marks import Mark, marked, per_node
 from pytest_slurmflox.suites._records import environs
 
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.hostlist import expand
-from pytest_slurmflox.run import Result
 from pytest_slurmflox.slurmenv import consistency_problems
 from pytest_slurmflox.slurmscope import StepLayout, response_ports
 

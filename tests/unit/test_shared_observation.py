@@ -9,7 +9,7 @@ import pytest
 from pytest_slurmflox.suites._marks import Marked
 from pytest_slurmflox.suites._shared import decode, encode, results
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 
 def test_results_survive_the_record_as_themselves():
@@ -27,7 +27,7 @@ CHECKS = """
 import json
 import pytest
 from pathlib import Path
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.suites._shared import observe_once
 
 pytestmark = pytest.mark.acceptance

@@ -9,7 +9,7 @@ import shlex
 import pytest
 from pytest_slurmflox.suites._reservation import Reserved
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.siteaccess import SiteAccess, parse_site_access
 from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.target import TargetError, parse_target, target_document

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from pytest_slurmflox.suites._slurm_reasons import association_refused, lost_scripts
 
-from pytest_slurmflox.run import Result
+from pytest_slurmflox.base.run import Result
 
 
 def _sbatch(exit_status: int, stderr: str, stdout: str = "") -> Result:

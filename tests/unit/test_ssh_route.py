@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from sshd import Agent, Sshd, keygen, running_agent, running_sshd
 
+from pytest_slurmflox.base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 from pytest_slurmflox.connection import connect, login_runner
-from pytest_slurmflox.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 from pytest_slurmflox.target import TargetSpec, parse_target
 
 

@@ -3,7 +3,7 @@
 A runner's ``run(command, *args)`` hands ``command`` to ``bash -c`` on a node, a pod or this host. A value put
 into that text by an f-string, ``%`` or ``.format`` (a partition from the target file, a job id from a REST reply,
 a run id) becomes shell syntax if it holds a space, ``;`` or ``$(...)``. The one way in is
-:func:`pytest_slurmflox.run.quoted` (a value inside the line) or the runner's ``*args`` / ``command_line``
+:func:`pytest_slurmflox.base.run.quoted` (a value inside the line) or the runner's ``*args`` / ``command_line``
 (values appended); no other quoting exists (:func:`other_quoting`). This test reads the AST of the package and the
 suites and fails on a ``.run(...)`` whose command interpolates anything else than a constant or a quoted value, also
 where the command is ``"sep".join(...)`` of parts (a comprehension, or a list built with ``append`` in the same
@@ -29,7 +29,7 @@ COMMAND_METHODS = {"run", "root"}
 #: They are the only quoting there is (:func:`other_quoting` fails on any other); one value is ``quoted("%s", v)``.
 TEMPLATES = {"quoted", "command_line"}
 #: Where the quoting lives, and the one function there that may call ``shlex.quote``.
-QUOTING_HOME = ("pytest_slurmflox/run.py", "quoted")
+QUOTING_HOME = ("pytest_slurmflox/base/run.py", "quoted")
 #: Quoting outside the templates: ``shlex.quote``/``shlex.join`` and ``pipes.quote`` (called or imported).
 OTHER_QUOTERS = {("shlex", "quote"), ("shlex", "join"), ("pipes", "quote")}
 #: A function named like a quoting helper (``_q``, ``_shq``, ``shell_quote``, ``_quote_arg``, ``quoted``).
@@ -271,14 +271,14 @@ def other_quoting_under(root: Path, bases: tuple[str, ...] = ("pytest_slurmflox"
 
 def test_run_quoted_is_the_only_quoting_helper():
     offenders = other_quoting_under(ROOT)
-    assert not offenders, "quote with pytest_slurmflox.run.quoted / command_line:\n" + "\n".join(offenders)
+    assert not offenders, "quote with pytest_slurmflox.base.run.quoted / command_line:\n" + "\n".join(offenders)
 
 
 def test_the_quoting_scan_fails_on_a_planted_module(tmp_path: Path):
     """The scan above, on a copy of the tree with one planted module per way around ``quoted``."""
     for base in ("pytest_slurmflox", "suites"):
         (tmp_path / base).mkdir()
-    (tmp_path / "pytest_slurmflox/run.py").write_text((ROOT / "pytest_slurmflox/run.py").read_text())
+    (tmp_path / "pytest_slurmflox/base/run.py").write_text((ROOT / "pytest_slurmflox/base/run.py").read_text())
     assert other_quoting_under(tmp_path) == []  # run.py's own quoted() is the exception
     (tmp_path / "pytest_slurmflox/planted.py").write_text(
         "import shlex\nfrom shlex import join\n\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.waits import (
+from pytest_slurmflox.base.waits import (
     START_SLACK,
     WaitTimedOut,
     job_timeout,
@@ -48,7 +48,8 @@ def test_impossible_waits_are_refused(bad):
 
 
 def test_no_job_wait_in_the_suites_has_a_literal_timeout():
-    """Every ``wait(...)`` and ``srun(...)`` on a job in the suites derives its timeout (pytest_slurmflox.waits)."""
+    """Every ``wait(...)`` and ``srun(...)`` on a job in the suites derives its timeout
+    (pytest_slurmflox.base.waits)."""
     literal = re.compile(r"\b(wait|srun)\([^)]*timeout=\d")
     offenders = [
         f"{path.name}:{n}: {line.strip()}"
@@ -124,8 +125,8 @@ def test_poll_last_lets_the_look_stop_the_wait_at_once():
 #: The deadline loops that are not a poll of a condition: how many lines each file has, and why (each also says so
 #: where it stands).
 NOT_A_POLL = {
-    "pytest_slurmflox/waits.py": (1, "poll itself"),
-    "pytest_slurmflox/run.py": (
+    "pytest_slurmflox/base/waits.py": (1, "poll itself"),
+    "pytest_slurmflox/base/run.py": (
         2,
         "SSHRunner.run drains the channel until EOF (and a grace after exit); a timeout is a result (rc 124)",
     ),

@@ -25,9 +25,9 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...run import quoted
+from ...base.run import quoted
+from ...base.waits import WaitTimedOut, poll
 from ...settings import Settings
-from ...waits import WaitTimedOut, poll
 from ...workdir import write_secret
 from .. import SubstrateUnavailable
 from .network import address_for

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...waits import WaitTimedOut, poll_missing
+from ...base.waits import WaitTimedOut, poll_missing
 from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]

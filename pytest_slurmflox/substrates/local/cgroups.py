@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...waits import WaitTimedOut, poll
+from ...base.waits import WaitTimedOut, poll
 
 MOUNT = Path("/sys/fs/cgroup")
 #: controller -> what Slurm uses it for (the limitation named when it cannot be used)

@@ -25,8 +25,8 @@ from typing import Any
 from filelock import FileLock
 
 from ... import revision as revision_mod
+from ...base.waits import WaitTimedOut, poll
 from ...settings import Settings
-from ...waits import WaitTimedOut, poll
 from ...workdir import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
 from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf

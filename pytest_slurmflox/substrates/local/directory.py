@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...run import Result, Runner
+from ...base.run import Result, Runner
 from ...settings import Settings
 from ...workdir import atomic_write, write_secret
 

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...waits import WaitTimedOut, poll
+from ...base.waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable, proc
 from .cluster import LocalCluster
 from .network import Fabric, address_for, ns_inode

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ...run import quoted
+from ...base.run import quoted
 from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...run import quoted
-from ...waits import WaitTimedOut, poll
+from ...base.run import quoted
+from ...base.waits import WaitTimedOut, poll
 from ...workdir import atomic_write
 from .. import proc
 from .network import Fabric, ns_inode

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...run import quoted
+from ...base.run import quoted
 from .slurmconf import TASK_PROLOG
 
 #: Inside a node, where the cluster's conf dir (``<workdir>/local/conf``) is mounted.

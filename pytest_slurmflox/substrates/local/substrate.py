@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ...base.waits import WaitTimedOut, poll, poll_missing
 from ...capabilities import AccountingSpec, RestSpec
 from ...directory import Directory
 from ...settings import Settings, SubstrateOptions
@@ -44,7 +45,6 @@ from ...target import (
     worker_settings_document,
     write_target,
 )
-from ...waits import WaitTimedOut, poll, poll_missing
 from ...workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys

@@ -28,8 +28,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from ...base.run import Result
 from ...labels import ANNOTATION_ENVIRONMENT
-from ...run import Result
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...waits import WaitTimedOut, poll
+from ...base.waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable
 from .. import proc as pidproof
 from ..proc import ProcessProof

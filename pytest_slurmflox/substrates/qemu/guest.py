@@ -1,6 +1,6 @@
 """Talking to a guest over SSH: readiness, root commands, shipped provisioning scripts, file placement.
 
-Everything goes through :class:`~pytest_slurmflox.run.SSHRunner` on the node's loopback port with the
+Everything goes through :class:`~pytest_slurmflox.base.run.SSHRunner` on the node's loopback port with the
 deployment key; host keys are pinned from the seeds, so an unexpected key is refused, never accepted.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from ...base.run import HostKeyRefused, Result, SSHRunner, quoted
+from ...base.waits import WaitTimedOut, poll_missing
 from ...render.cloudinit import ADMIN_USER
-from ...run import HostKeyRefused, Result, SSHRunner, quoted
-from ...waits import WaitTimedOut, poll_missing
 from ...workdir import Workdir
 from .. import SubstrateUnavailable
 from . import fabric

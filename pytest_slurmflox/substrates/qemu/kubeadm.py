@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from ...base.run import command_line
 from ...labels import LABEL_CONTROL_PLANE, LABEL_FLOX_NODE, LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
-from ...run import command_line
 from ...settings import Settings
 from . import fabric
 

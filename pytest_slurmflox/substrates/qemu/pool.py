@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ...abilities import NodeAdmin
+from ...base.run import Result
 from ...nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
 from ...pool import WorkerPool
 from ...revision import runtime_revision
-from ...run import Result
 from ...settings import Settings
 from . import fabric
 from .addons import (

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...base.waits import WaitTimedOut, poll_missing
 from ...nodeset import NodeSetMissing, NodeSetView
-from ...waits import WaitTimedOut, poll_missing
 from .. import SubstrateUnavailable
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def wait_ready(
     poll: float = 5.0,
     say: Callable[[str], None] = print,
 ) -> float:
-    """Block until :func:`not_ready` is empty (through :func:`~pytest_slurmflox.waits.poll_missing`); returns the
+    """Block until :func:`not_ready` is empty (through :func:`~pytest_slurmflox.base.waits.poll_missing`); returns the
     seconds waited. Raises SubstrateUnavailable naming what is still not ready when ``timeout`` passes."""
     t0 = time.monotonic()
     last: list[str] = []

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...base.run import Result
 from ...pool import WorkerPool
-from ...run import Result
 from ...settings import Settings, SubstrateOptions
 from ...target import TargetSpec
 from ...workdir import Workdir, atomic_write

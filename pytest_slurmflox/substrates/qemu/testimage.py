@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ...run import quoted
+from ...base.run import quoted
 from .images import BootSpec, sha256_file
 
 #: Packages the VM layer needs inside an offline guest (the issue's list).

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...waits import WaitTimedOut, poll
+from ...base.waits import WaitTimedOut, poll
 from .. import SubstrateUnavailable
 from .. import proc as pidproof
 from ..proc import ProcessProof
