@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from .early import EARLY
-from .groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
+from .model.groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
 from .options import get_option
 
 #: The marker of a check that waits a fixed span on Slurm: scheduled first.

@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .abilities import ABILITIES, RuntimeRecord
 from .base.run import Observer, Result, Runner, SSHRunner
 from .base.sshconnect import Hop
-from .pool import WorkerPool, WorkerView
+from .model.abilities import ABILITIES, RuntimeRecord
+from .model.pool import WorkerPool, WorkerView
+from .model.target import Endpoint, Expectations, TargetSpec
 from .reach import reach
 from .slurm import SlurmClient
-from .target import Endpoint, Expectations, TargetSpec
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Target:
         """The runtime record the workers are judged against (capability ``runtime-record``): the target file's
         declared ``runtime`` (a customer's record of the pinned generation) when it has one, else the pool's."""
         if self.spec.runtime is not None:
-            from .declaredruntime import DeclaredRecord
+            from .model.declaredruntime import DeclaredRecord
 
             mode = self.expect.settings.worker_flox_activate_mode
             return DeclaredRecord(self.spec.runtime, self.expect.environment, mode)
@@ -156,7 +156,7 @@ def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: 
     if spec.directory is None:
         missing["directory"] = f"target {spec.name!r} declares no directory service (directory: uri, base, user)"
         return
-    from .directory import probe
+    from .model.directory import probe
 
     try:
         why = probe(runner, spec.directory)
@@ -211,7 +211,7 @@ def connect(
     slurmctld), ``admin`` (root access for drain/resume),
     ``kubernetes`` (API reachable), ``flox-shim`` (a Kubernetes RuntimeClass ``flox`` exists),
     ``worker-pool`` (something lists the workers), ``worker-owner`` (it can also change them: the lifecycle
-    groups need it), the pool's abilities (:mod:`~pytest_slurmflox.abilities`: ``node-admin``, root on the
+    groups need it), the pool's abilities (:mod:`~pytest_slurmflox.model.abilities`: ``node-admin``, root on the
     Kubernetes nodes of our qemu deployment; ``isolated-worker``, ``service-restart``, ``runtime-record``,
     ``nix-store-record`` and ``directory-changes``, the local substrate's; ``runtime-record`` also when the target
     file declares a ``runtime`` section), ``accounting`` and ``rest`` (declared in the target file and answering).

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .connection import connect
-from .evidence import EvidenceLog
 from .lifecycle import Outcome, ReconcileError, Reconciler
-from .pool import WorkerPool
-from .settings import Resolved, SubstrateOptions
-from .target import TargetSpec
-from .workdir import Workdir, WorkerRevisionFile
+from .model.evidence import EvidenceLog
+from .model.pool import WorkerPool
+from .model.settings import Resolved, SubstrateOptions
+from .model.target import TargetSpec
+from .model.workdir import Workdir, WorkerRevisionFile
 
 
 class DeployError(RuntimeError):

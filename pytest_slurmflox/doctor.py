@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .groups import CAPABILITY_GROUPS, GROUPS
+from .model.groups import CAPABILITY_GROUPS, GROUPS
 
 if TYPE_CHECKING:
     from .base.run import Runner
@@ -48,7 +48,7 @@ class GroupLine:
 def foresee(target: Target, profile: Profile, undeclared: dict[str, list[str]]) -> list[GroupLine]:
     """Each non-destructive group's foreseen outcome on a connected ``target`` (connection.Target)."""
     from .gates import DECLARED_BY
-    from .groups import DESTRUCTIVE_GROUPS
+    from .model.groups import DESTRUCTIVE_GROUPS
 
     required = set(profile.required())
     lines = []
@@ -103,9 +103,9 @@ def ask(login: Runner, say: Callable[[str], None]) -> None:
 def doctor(path: Path, say: Callable[[str], None] = print) -> int:
     """Check the target file at ``path`` against the cluster it names; the exit status (see the module)."""
     from .connection import connect
-    from .declared import undeclared
+    from .model.declared import undeclared
+    from .model.target import TargetError, load_target
     from .profiles import profile_of
-    from .target import TargetError, load_target
 
     t0 = time.monotonic()
     try:

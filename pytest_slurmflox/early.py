@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .runrecord import RunRecords, locked, record_path
+from .model.runrecord import RunRecords, locked, record_path
 from .signoff import SINCE, UNTIL
 from .submit import Jobs
 

@@ -6,7 +6,7 @@ from one of three places only:
 
 - the target file's declared settings (``expect.settings``: export allow-list, PATH precedence, activation mode,
   pinned environment) and image;
-- our own code applied to them (:func:`expected_revision` runs :mod:`pytest_slurmflox.revision`);
+- our own code applied to them (:func:`expected_revision` runs :mod:`pytest_slurmflox.model.revision`);
 - the runtime provider's own record of the realized generation (:class:`Runtime`, built from the record the local
   runtime provider writes when it realizes ``local/<name>:<gen>``: content digest, PATH entries, the executables
   in them and the variables activation exports), obtained from the worker's owner on the host, not through a
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .revision import runtime_revision
+from .model.revision import runtime_revision
 
 #: Variables Slurm itself puts into a task's environment (measured on Slurm 24.11/25.05 with srun and sbatch in
 #: every export mode; docs/evidence-table.md lists them). Any other added or changed variable is a finding.

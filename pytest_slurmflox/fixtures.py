@@ -25,12 +25,12 @@ import pytest
 
 from .connection import Target, connect
 from .gates import require
+from .model.target import TargetSpec
+from .model.workdir import Workdir
 from .options import get_option, substrate_options
 from .sessionstate import progress_printer, session_state
 from .signoff import NOT_RUN_PREFIX
 from .sweep import sweep_run
-from .target import TargetSpec
-from .workdir import Workdir
 
 
 def _pool_factory(config: pytest.Config):
@@ -152,7 +152,7 @@ def kube(target: Target) -> Any:
 def busy_timeout(pytestconfig: pytest.Config, target: Target) -> float:
     """Seconds a step that needs every worker waits for workers other jobs hold (busy.py): the option
     (``--slurmflox-busy-timeout``, env, ini), else the target file's ``slurm.busy_timeout``, else 600."""
-    from .busy import resolve_busy_timeout
+    from .model.busy import resolve_busy_timeout
 
     return resolve_busy_timeout(get_option(pytestconfig, "slurmflox_busy_timeout"), target.spec.busy_timeout)
 

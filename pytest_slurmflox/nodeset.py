@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base.run import quoted
-from .labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
-from .pool import WorkerInfo, WorkerView
+from .model.labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
+from .model.pool import WorkerInfo, WorkerView
 
 if TYPE_CHECKING:
     from .kube import KubeClient

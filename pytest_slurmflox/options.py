@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from .groups import DESTRUCTIVE_GROUPS
-from .settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
+from .model.groups import DESTRUCTIVE_GROUPS
+from .model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
+from .model.workdir import Workdir, WorkerRevisionFile
 from .submit import is_run_id
-from .workdir import Workdir, WorkerRevisionFile
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 
@@ -239,7 +239,7 @@ def checked_workloads(config: pytest.Config) -> None:
 def checked_busy_timeout(config: pytest.Config) -> None:
     """``--slurmflox-busy-timeout`` (CLI > env > ini), when given, is a number of seconds, or a one-line
     :class:`pytest.UsageError` (nothing was run)."""
-    from .busy import resolve_busy_timeout
+    from .model.busy import resolve_busy_timeout
 
     try:
         resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
@@ -281,7 +281,7 @@ def workdir_of(config: pytest.Config) -> Workdir:
 
 def resolve_settings(config: pytest.Config, workdir: Workdir, substrate: str | None) -> Resolved:
     """The one resolution of settings in an invocation (CLI > env > persisted > ini > defaults), with WORKDIR
-    the absolute work dir. Raises :class:`~pytest_slurmflox.settings.SettingsError`."""
+    the absolute work dir. Raises :class:`~pytest_slurmflox.model.settings.SettingsError`."""
     cli, ini = raw_settings(config)
     cli["WORKDIR"] = str(workdir.root)
     persisted = WorkerRevisionFile(workdir.worker_revision_env).read()

@@ -19,7 +19,8 @@ import pytest
 
 from . import fixtures
 from .concurrency import apply_default_workers
-from .groups import MARKERS
+from .model.groups import MARKERS
+from .model.runrecord import start_of
 from .options import (
     EarlyOptions,
     add_options,
@@ -32,7 +33,6 @@ from .options import (
     workdir_of,
 )
 from .report import SignoffRequest, register_report_writer
-from .runrecord import start_of
 from .selection import (
     Selection,
     main_job,

@@ -5,9 +5,9 @@ Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slu
 given all it needs in its constructor (paths, session state, the options that decide the verdict); it imports no
 plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/envfacts.
 
-Secrets: everything written is passed through the session's :class:`~pytest_slurmflox.secrets.Redactor`, which
+Secrets: everything written is passed through the session's :class:`~pytest_slurmflox.model.secrets.Redactor`, which
 learns the deployment's key files (munge key, SSH private keys, kubeconfig) at session start; after the artifacts
-are written they are scanned for those secrets (:func:`~pytest_slurmflox.secrets.scan_for_secrets`) and a
+are written they are scanned for those secrets (:func:`~pytest_slurmflox.model.secrets.scan_for_secrets`) and a
 finding fails the run.
 """
 
@@ -33,9 +33,10 @@ from .artifacts import (
     summary_html,
 )
 from .envfacts import FACT_ROWS, target_metadata
-from .groups import GROUPS
+from .model.groups import GROUPS
+from .model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
+from .model.workdir import atomic_write
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
-from .secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from .sessionstate import SessionState
 from .signoff import (
     EXCERPT,
@@ -50,7 +51,6 @@ from .signoff import (
 )
 from .timeline import TOP_END, TOP_START, hoist_top, timeline_html
 from .validation import SCHEMA_ID
-from .workdir import atomic_write
 
 __all__ = ["LONG_OUTPUT", "ReportPaths", "ReportWriter", "SignoffRequest", "register_report_writer"]
 

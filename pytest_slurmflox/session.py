@@ -18,13 +18,13 @@ import pytest
 
 from .concurrency import order_long_waits
 from .envfacts import target_facts
-from .groups import item_group
+from .model.groups import item_group
+from .model.settings import SettingsError, SubstrateOptions
 from .options import get_option, resolve_settings
 from .outcome import BY_PYTEST, NOT_NAMED
 from .reach import unreachable_reason
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
 from .sessionstate import SessionState, progress_printer
-from .settings import SettingsError, SubstrateOptions
 from .signoff import skip_reason
 from .upfailure import failed_up_line
 
@@ -58,7 +58,7 @@ class SlurmfloxSession:
         is read, all go (runrecord.begin)."""
         controller = not hasattr(self.config, "workerinput") and not self.config.option.collectonly
         if controller:
-            from .runrecord import begin
+            from .model.runrecord import begin
 
             begin(self.state.records)
         up = get_option(self.config, "slurmflox_up")
@@ -74,7 +74,7 @@ class SlurmfloxSession:
         """The one read of the target file in this process (at configure time on the controller, after ``up``
         wrote it, or the path the xdist controller handed down): the fixtures, the report writer and the sweep take
         ``state.spec`` from here. An unreadable file is remembered as ``state.spec_error``."""
-        from .target import TargetError, load_target
+        from .model.target import TargetError, load_target
 
         state = self.state
         if state.target_path is None or state.spec is not None:
@@ -151,7 +151,7 @@ class SlurmfloxSession:
         spec = state.spec
         if spec is None:
             return [*lines, f"slurmflox: target file unreadable: {state.spec_error}"]
-        from .declared import REVISION, REVISION_INPUTS, missing, undeclared_message
+        from .model.declared import REVISION, REVISION_INPUTS, missing, undeclared_message
 
         expect = spec.expect
         if missing(spec.declared, REVISION_INPUTS) and missing(spec.declared, (REVISION,)):
@@ -166,7 +166,7 @@ class SlurmfloxSession:
 
     def _settings_line(self) -> str:
         """Without a target, the revision the current settings would deploy (the only resolution of this run)."""
-        from .revision import runtime_revision
+        from .model.revision import runtime_revision
 
         state = self.state
         try:
@@ -287,7 +287,7 @@ class SlurmfloxSession:
         to the controller) were still writing records when this ran before them (seen in CI: a cohort record left
         in /tmp by the SIGTERM test). A worker that outlived the controller (its parent is another process now)
         removes them itself: nothing of the run needs them any more."""
-        from .runrecord import forget, orphaned
+        from .model.runrecord import forget, orphaned
 
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):

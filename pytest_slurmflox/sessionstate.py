@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from .evidence import EvidenceLog
+from .model.evidence import EvidenceLog
+from .model.runrecord import RunRecords, new_start
+from .model.settings import Resolved
+from .model.target import TargetSpec
+from .model.workdir import Workdir
 from .outcome import Deselected, ExitRules
-from .runrecord import RunRecords, new_start
-from .settings import Resolved
-from .target import TargetSpec
-from .workdir import Workdir
 
 
 @dataclass

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from .base.run import Result, Runner, command_line, quoted
 from .base.waits import job_timeout
+from .model.siteaccess import SiteAccess
 from .sbatchchain import ChainEntry, chain_command, chain_ids
-from .siteaccess import SiteAccess
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 
 if TYPE_CHECKING:
-    from .runrecord import RunRecords
+    from .model.runrecord import RunRecords
 
 #: Default of :meth:`Jobs.srun`: a step whose command runs up to two minutes (the longest probe: compiling an MPI
 #: hello world on a loaded host) plus its pass.

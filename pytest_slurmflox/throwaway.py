@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runrecord import RunRecords, locked, record_path
+from .model.runrecord import RunRecords, locked, record_path
 
 __all__ = [
     "EarlyWorker",

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from .model.settings import Settings, SettingsError, SubstrateOptions
+from .model.workdir import Workdir
 from .options import get_option, resolve_settings, workdir_of
-from .settings import Settings, SettingsError, SubstrateOptions
-from .workdir import Workdir
 
 VERBS = ("slurmflox_status", "slurmflox_down", "slurmflox_destroy", "slurmflox_strip_secrets")
 

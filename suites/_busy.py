@@ -4,7 +4,7 @@ Why here: every step that must reach every worker (the cohort pre-flight, the ev
 ``_cohort.across``/``_marks.on_each``, T8's whole-worker request) goes through :func:`waiting_for_held`, so a busy
 worker is waited for the same way everywhere. The wait is Slurm's own queue: the step is asked again with
 ``--immediate=<a slice of what is left of the budget>``, so it starts the moment its resources are free.
-Whether to wait is decided by Slurm, never by the clock (pytest_slurmflox/busy.py): only a step whose allocation
+Whether to wait is decided by Slurm, never by the clock (pytest_slurmflox/model/busy.py): only a step whose allocation
 was never granted (srun says it queued and was not given its nodes) waits, and only while a node it needs is held
 by a job that is not the run's own, in a state that serves. A worker that is down, drained or not responding is
 not waited for: the step's result goes back to its check, which FAILs naming it.
@@ -19,8 +19,8 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from pytest_slurmflox.busy import Look, look_command, parse_look, queued_job
-from pytest_slurmflox.runrecord import RunRecords
+from pytest_slurmflox.model.busy import Look, look_command, parse_look, queued_job
+from pytest_slurmflox.model.runrecord import RunRecords
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.submit import Jobs
 
@@ -37,7 +37,7 @@ class _Step(Protocol):
 
 
 S = TypeVar("S", bound=_Step)
-#: The run's record of when it began to wait for held workers (pytest_slurmflox/runrecord.py).
+#: The run's record of when it began to wait for held workers (pytest_slurmflox/model/runrecord.py).
 BUSY_RECORD = "busy-since"
 #: Seconds of one wait in Slurm's queue between two looks at the nodes (a node that stops serving ends the wait).
 SLICE = 30
@@ -69,14 +69,14 @@ def _busy_since(run: RunRecords) -> float:
     """When the run began to wait for held workers (epoch seconds), one record its processes share: the budget is
     the run's, so once it ran out every later step that meets a held worker is NOT RUN at once, not after a budget
     of its own."""
-    from pytest_slurmflox.runrecord import once_per_run
+    from pytest_slurmflox.model.runrecord import once_per_run
 
     return float(once_per_run(run, BUSY_RECORD, lambda: {"since": time.time()})[0]["since"])
 
 
 def _busy_over(run: RunRecords) -> None:
     """The workers a step waited for are free: a later hold starts a budget of its own."""
-    from pytest_slurmflox.runrecord import locked, record_path
+    from pytest_slurmflox.model.runrecord import locked, record_path
 
     record = record_path(run, BUSY_RECORD)
     with locked(record):

@@ -42,9 +42,9 @@ def require_enforced(target, limit: str) -> None:
 def declared(target, *keys: str) -> None:
     """NOT RUN, naming the keys, when a customer target (substrate existing) does not declare an expectation the
     check needs: the reference's defaults describe clusters we provision, never a customer's. ``keys``
-    are target-file paths of pytest_slurmflox.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
+    are target-file paths of pytest_slurmflox.model.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
     group's row of ``declared.GROUP_KEYS`` lists them (tests/unit/test_declared.py keeps the two equal)."""
-    from pytest_slurmflox.declared import missing
+    from pytest_slurmflox.model.declared import missing
     from pytest_slurmflox.signoff import NOT_RUN_PREFIX
 
     absent = missing(target.spec.declared, keys)
@@ -63,6 +63,6 @@ def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
 
 def unmet(requirement: str, *evidence: Result | str) -> str:
     """A failed requirement's text: what was required, then the evidence that decided it (a verdict recorded for
-    the run's other processes carries this text, pytest_slurmflox/runrecord.py)."""
+    the run's other processes carries this text, pytest_slurmflox/model/runrecord.py)."""
     shown = "\n".join(e.describe() if isinstance(e, Result) else str(e) for e in evidence)
     return f"requirement not met: {requirement}\n{shown}"

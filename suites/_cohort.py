@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_slurmflox.base.run import Result, quoted
-from pytest_slurmflox.busy import serving
+from pytest_slurmflox.model.busy import serving
 
 from ._marks import Marked, on_each, per_node
 from ._reservation import reservation

@@ -12,7 +12,7 @@ the TaskProlog is run as the task's user with that directory as its argument, an
 from __future__ import annotations
 
 from pytest_slurmflox.base.run import quoted
-from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
+from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 
 #: The profiles that must be refused: case -> what it is (shown in a failure).
 CASES: dict[str, str] = {

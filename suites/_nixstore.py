@@ -10,7 +10,7 @@ Two ways to know the store paths, never from the worker under test:
   generation the customer declares (``runtime.nar_hash``, ``nix-store -q --hash`` of it off the cluster; undeclared:
   NOT RUN naming the key). On each worker a task recomputes the NAR hash of what is really at the declared realized
   path and reads the path its tasks were activated from;
-- Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.floxlock), must name, for the
+- Flox target: the generation's lock, ``$FLOX_ENV/manifest.lock`` (pytest_slurmflox.model.floxlock), must name, for the
   worker's system, exactly the store paths of the pinned generation's lock obtained off the cluster (the target's
   ``flox.lock_file``, or the Flox CLI on the operator's machine; neither: NOT RUN naming the key), be the same on
   every worker of the cohort, and each store path it names must pass ``nix-store --verify-path`` there. A worker
@@ -24,8 +24,8 @@ import base64
 import pytest
 
 from pytest_slurmflox.base.run import quoted
-from pytest_slurmflox.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.model.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 
 from ._capability import requirement
@@ -45,7 +45,7 @@ def _tagged(lines: list[str]) -> dict[str, str]:
 
 def local_store_problems(target, submit, workers, environment: str) -> tuple[str, list[str], object]:
     """The local check: (expected store path, one problem per worker naming it and the path, evidence)."""
-    require(target, "nix-store-record")  # the local provider's store (pytest_slurmflox.abilities.NixStoreRecord)
+    require(target, "nix-store-record")  # the local provider's store (pytest_slurmflox.model.abilities.NixStoreRecord)
     pool = target.pool
     expected = pool.expected_store_path(environment)  # ours: nix-instantiate over our derivation
     ok, detail, registered = pool.store_verification(expected)

@@ -31,7 +31,8 @@ PROFILE_DIR = "/run/flox-task-profile/current"
 
 
 def profile_dir(target) -> str:
-    """Where the workers' task profile is: the declared ``runtime.profile_dir`` (pytest_slurmflox/declaredruntime.py)
+    """Where the workers' task profile is: the declared ``runtime.profile_dir``
+    (pytest_slurmflox/model/declaredruntime.py)
     on a target that declares a runtime, else the reference's :data:`PROFILE_DIR`."""
     return target.spec.runtime.profile_dir if target.spec.runtime is not None else PROFILE_DIR
 

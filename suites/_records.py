@@ -38,7 +38,8 @@ def runtimes(target, nodes: Iterable[str], mode: str, jobs=None) -> dict:
     """The realized runtime of each node, from the runtime provider, never from the worker's task profile:
 
     - local substrate: the local runtime provider's record (through the pool);
-    - a declared runtime (the target file's ``runtime`` section, pytest_slurmflox/declaredruntime.py): the customer's
+    - a declared runtime (the target file's ``runtime`` section, pytest_slurmflox/model/declaredruntime.py): the
+    customer's
       record of the pinned generation, the same for every worker;
     - Kubernetes: what the Flox shim gave slurmd's own process (its FLOX_ENV, the PATH entries rooted there, the
       executables in them, its environment), read by pod exec into the slurmd container, which the profile
@@ -69,8 +70,8 @@ def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (a FAIL, never a SKIP
     for the missing record). One step on every
     worker; ``--export=NONE``: only what the worker side gives the task counts, never the login's variables."""
-    from pytest_slurmflox.declared import ENV, missing
     from pytest_slurmflox.expectations import unrealized_environment
+    from pytest_slurmflox.model.declared import ENV, missing
 
     if missing(target.spec.declared, ENV[:1]):
         return  # no environment declared: nothing to be realized

@@ -4,7 +4,8 @@ Why: several checks judge different requirements on the same observation. T3's f
 revision check read the same task-profile files on every worker; T8's child and detached stray processes can be
 left by the same job. Each observation is a step on every worker (T8's: a job and three of them), and on a large cohort
 such a step costs seconds of the host's CPU in Slurm's own daemons, so the run makes it once: the first check
-to need it makes it while holding the run's lock and records it (pytest_slurmflox/runrecord.py); every other check,
+to need it makes it while holding the run's lock and records it (pytest_slurmflox/model/runrecord.py); every other
+check,
 in the same process or another xdist process, reads the record and shows the recorded commands as its own evidence,
 so each verdict still names the step it was judged on. The observation only observes: what is right is decided by
 each check, against its own expectations.
@@ -34,7 +35,7 @@ def observe_once(request: pytest.FixtureRequest, name: str, observe: Callable[[]
     anywhere in them (they come back as themselves, and as this check's evidence where another check ran them).
     An exception from ``observe`` records nothing (the next check observes again)."""
     from pytest_slurmflox.concurrency import selects_destructive
-    from pytest_slurmflox.runrecord import once_per_run
+    from pytest_slurmflox.model.runrecord import once_per_run
     from pytest_slurmflox.sessionstate import session_state
 
     if selects_destructive(request.config):

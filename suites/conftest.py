@@ -35,11 +35,11 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     states: healthy (the nodes), broken (``failure``: FAIL), busy past the budget (``busy``: NOT RUN).
 
     Decided once per run: under pytest-xdist the first process to get here decides and records the verdict,
-    the others read it (pytest_slurmflox/runrecord.py), so every process judges against the same cohort, a failing
+    the others read it (pytest_slurmflox/model/runrecord.py), so every process judges against the same cohort, a failing
     pre-flight reads the same in every process, and the cluster sees one pre-flight step instead of one per process.
     """
-    from pytest_slurmflox.declared import COMMON_KEYS, KUBERNETES_KEYS
-    from pytest_slurmflox.runrecord import once_per_run
+    from pytest_slurmflox.model.declared import COMMON_KEYS, KUBERNETES_KEYS
+    from pytest_slurmflox.model.runrecord import once_per_run
 
     require(target, "slurm")
     # which nodes are the workers is itself declared: a customer's partition (and NodeSet) is never a default's

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
 from pytest_slurmflox.gates import require
 from pytest_slurmflox.kubechecks import worker_template_problems
 from pytest_slurmflox.kubeobjects import worker_pods
-from pytest_slurmflox.nodedebug import containerd_config
+from pytest_slurmflox.model.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
+from pytest_slurmflox.model.nodedebug import containerd_config
 
 from ._capability import declared, requirement
 
@@ -136,7 +136,7 @@ def test_node_containerd_maps_the_flox_handler_to_the_shim(target):
 def _node_reader(target):
     """How T1 reads a node's containerd configuration: as root through the substrate's own node access (the qemu
     pool), else through the privileged debug pod the target declares (``kubernetes.node_debug_image``,
-    pytest_slurmflox/nodedebug.py, as ``kubectl debug node/...`` makes one). A customer target that declares
+    pytest_slurmflox/model/nodedebug.py, as ``kubectl debug node/...`` makes one). A customer target that declares
     neither is NOT RUN naming the key, never a silent SKIP."""
     if target.why_missing("node-admin") is None:
         return target.pool.containerd_config

@@ -12,7 +12,7 @@ Where the expectations come from (the profile is the thing under test, never its
 - revision: recomputed from the target's settings and image with our own revision code (expectations.py);
 - realized path, PATH entries and exported values: the runtime provider's record of the realized generation
   (expectations.Runtime, read through the worker pool on the host), or on an existing cluster the target file's
-  declared ``runtime`` (pytest_slurmflox/declaredruntime.py), which also names where the profile is
+  declared ``runtime`` (pytest_slurmflox/model/declaredruntime.py), which also names where the profile is
   (``runtime.profile_dir``) and the TaskProlog slurm.conf must name (``runtime.task_prolog``);
 - fail-closed: the bad profiles are written here (suites/_failclosed.py) and the refusal is the TaskProlog
   contract's (exit non-zero, ``print slurmflox: task profile invalid: ...``, nothing exported), never the worker's.
@@ -24,10 +24,10 @@ import re
 
 import pytest
 
-from pytest_slurmflox.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_exports, expected_revision
+from pytest_slurmflox.model.declared import EXPORTS, MODE, REVISION_INPUTS
+from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 from pytest_slurmflox.profiles import NOT_APPLICABLE_PREFIX
-from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
 
 from . import _failclosed
 from ._capability import declared, requirement

@@ -16,8 +16,8 @@ import pytest
 
 from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.base.waits import job_timeout, queue_timeout
-from pytest_slurmflox.declared import CPUS, MEM
 from pytest_slurmflox.memlimit import MEM_MB, Observed, configured, memory_problem, probe
+from pytest_slurmflox.model.declared import CPUS, MEM
 
 from ._capability import declared, require_enforced, requirement
 from ._cohort import across

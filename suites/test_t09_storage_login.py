@@ -14,7 +14,7 @@ import secrets
 import pytest
 
 from pytest_slurmflox.base.run import quoted
-from pytest_slurmflox.declared import HOME
+from pytest_slurmflox.model.declared import HOME
 
 from ._capability import declared, requirement
 from ._cohort import across, ring, ring_case

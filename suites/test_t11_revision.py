@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.declared import REPLICAS, REVISION, REVISION_INPUTS
 from pytest_slurmflox.expectations import expected_revision
 from pytest_slurmflox.gates import require
+from pytest_slurmflox.model.declared import REPLICAS, REVISION, REVISION_INPUTS
 
 from ._capability import declared, requirement
 from ._profile import profiles_once

@@ -17,7 +17,7 @@ import secrets
 import pytest
 
 from pytest_slurmflox.base.run import quoted
-from pytest_slurmflox.declared import HOME, IDENTITY
+from pytest_slurmflox.model.declared import HOME, IDENTITY
 
 from ._capability import declared, requirement
 from ._cohort import across, local_accounts, task_identities

@@ -31,9 +31,9 @@ import pytest
 
 from pytest_slurmflox.base.run import Result, command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout
-from pytest_slurmflox.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.expectations import passes_through, task_env_problems
 from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin
+from pytest_slurmflox.model.declared import EXPORTS, MODE, PRECEDENCE
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, requirement

@@ -173,10 +173,10 @@ def local_substrate(workdir: Path, **cli: str) -> LocalSubstrate:
     """The local substrate of the deployment recorded in ``workdir``, with settings resolved as the plugin resolves
     them (``cli``: further CLI-level settings the deployment was made with, e.g. ``LOCAL_SUITE="bookworm"``), so a
     test reaches the very nodes a run used. Silent: its progress lines are no test's business."""
-    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.model.settings import resolve
+    from pytest_slurmflox.model.workdir import Workdir
     from pytest_slurmflox.substrates.local import LocalSubstrate
     from pytest_slurmflox.substrates.local.cluster import LocalCluster
-    from pytest_slurmflox.workdir import Workdir
 
     settings = resolve(cli={"WORKDIR": str(workdir), **cli}, substrate="local").settings
     return LocalSubstrate(LocalCluster(settings, Workdir(workdir), lambda _line: None))

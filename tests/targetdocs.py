@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_slurmflox.settings import KEYS
+from pytest_slurmflox.model.settings import KEYS
 from pytest_slurmflox.substrates.local.cgroups import CONTROLLERS
 
 LOGIN = {

@@ -10,10 +10,10 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from ..pool import WorkerPool
-from ..settings import Settings, SubstrateOptions
-from ..target import TargetSpec
-from ..workdir import Workdir
+from ..model.pool import WorkerPool
+from ..model.settings import Settings, SubstrateOptions
+from ..model.target import TargetSpec
+from ..model.workdir import Workdir
 
 Progress = Callable[[str], None]
 
@@ -50,7 +50,8 @@ class Substrate(ABC):
 
     @abstractmethod
     def refuse(self) -> None:
-        """Raise :class:`~pytest_slurmflox.settings.SettingsError` when this substrate cannot hold what its settings
+        """Raise :class:`~pytest_slurmflox.model.settings.SettingsError` when this substrate cannot hold what its
+        settings
         ask for on this host (a limit of its own, such as the local substrate's cohort size); ``up`` calls it before
         anything is recorded or started."""
 

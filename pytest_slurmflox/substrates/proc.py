@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.waits import WaitTimedOut, poll
-from ..workdir import atomic_write
+from ..model.workdir import atomic_write
 
 PROC = Path("/proc")
 

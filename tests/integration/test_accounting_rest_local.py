@@ -18,8 +18,8 @@ from pytest_slurmflox.suites._slurm_reasons import ASSOCIATION_REFUSAL, associat
 
 from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.expectations import slurm_sets
-from pytest_slurmflox.secrets import scan_for_secrets, secret_needles
-from pytest_slurmflox.target import load_target
+from pytest_slurmflox.model.secrets import scan_for_secrets, secret_needles
+from pytest_slurmflox.model.target import load_target
 
 pytestmark = pytest.mark.integration
 

@@ -19,10 +19,10 @@ import yaml
 from acceptance_helpers import Run, destroy, private_deployment, run_pytest
 
 from pytest_slurmflox.base.run import SSHRunner
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
 from pytest_slurmflox.substrates.local.cluster import LocalCluster
-from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 

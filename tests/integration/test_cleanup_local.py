@@ -19,7 +19,7 @@ import time
 import pytest
 from acceptance_helpers import clean_env, cluster_of, deployed, run_pytest
 
-from pytest_slurmflox.runrecord import RunRecords, new_start
+from pytest_slurmflox.model.runrecord import RunRecords, new_start
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
         assert time.monotonic() < deadline, f"jobs of run {run_id} still in the queue after SIGTERM: {left}"
         time.sleep(1)
         left = _run_jobs(workdir, run_id)
-    # nor the records its processes shared on this host (pytest_slurmflox/runrecord.py)
+    # nor the records its processes shared on this host (pytest_slurmflox/model/runrecord.py)
     records = RunRecords(run_id, new_start()).run_folder  # every start's records of the run id
     assert not records.exists(), sorted(str(p.relative_to(records)) for p in records.rglob("*"))
 
@@ -151,7 +151,7 @@ def test_a_customer_target_that_declares_nothing_gets_not_run_never_a_default(de
     with a declared value are NOT RUN naming the key (none PASSes against a reference default), the run starts with
     the one message listing the missing keys per group; and without the partition the cohort pre-flight makes every
     check NOT RUN naming slurm.partition."""
-    from pytest_slurmflox.declared import HOME, IDENTITY, REVISION_INPUTS
+    from pytest_slurmflox.model.declared import HOME, IDENTITY, REVISION_INPUTS
 
     home, workdir, common = deployment
     bare = _customer_target(home, workdir, "bare", slurm={"partition": "all"})

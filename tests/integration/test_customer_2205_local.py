@@ -35,10 +35,10 @@ import pytest
 import yaml
 from acceptance_helpers import TASK_PROLOG, Run, cluster_of, deployed, group_verdicts, run_pytest, slurm_2205_config
 
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates.local import LocalSubstrate, cgroups, slurmconf
 from pytest_slurmflox.substrates.local.cluster import LocalCluster
-from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 

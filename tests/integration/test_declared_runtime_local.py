@@ -21,7 +21,7 @@ import pytest
 import yaml
 from acceptance_helpers import deployed, group_verdicts, local_substrate, node_sh, run_pytest
 
-from pytest_slurmflox.target import load_target
+from pytest_slurmflox.model.target import load_target
 
 pytestmark = pytest.mark.integration
 

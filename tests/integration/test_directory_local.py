@@ -95,7 +95,7 @@ def _next_job(sub, job: str, gid: int, present: bool):
 def test_a_directory_users_groups_follow_a_directory_change(deployment):
     """The substrate's primitive edits the directory; the next job sees it (TDC does the same through the suite)."""
     home, workdir, common, _ = deployment
-    from pytest_slurmflox.directory import membership_ldif
+    from pytest_slurmflox.model.directory import membership_ldif
     from pytest_slurmflox.substrates.local import directory
 
     sub = local_substrate(workdir)
@@ -145,8 +145,8 @@ def test_the_directory_user_in_a_worker_passwd_fails_td(deployment):
 
 def test_no_bind_secret_in_any_report_artifact(deployment):
     home, workdir, _, _ = deployment
-    from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
-    from pytest_slurmflox.workdir import Workdir
+    from pytest_slurmflox.model.secrets import scan_for_secrets, secret_files, secret_needles
+    from pytest_slurmflox.model.workdir import Workdir
 
     secret = workdir / "local" / "ldap" / "bind.key"
     assert secret.stat().st_mode & 0o777 == 0o600

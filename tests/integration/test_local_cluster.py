@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from pytest_slurmflox.base.run import SSHRunner
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
 from pytest_slurmflox.substrates.local import cgroups
-from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_target_file_describes_the_cluster(cluster):
     key = Path(doc["login"]["key"])
     assert key.stat().st_mode & 0o777 == 0o600
     # the target file loads the way the plugin will load it
-    from pytest_slurmflox.target import load_target
+    from pytest_slurmflox.model.target import load_target
 
     spec = load_target(cluster["workdir"] / "target.yaml")
     assert spec.expect.revision == doc["expect"]["revision"]
@@ -199,7 +199,7 @@ def test_failing_activation_never_registers(cluster, login):
 def test_early_throwaway_worker_is_claimed_once_and_released_when_unclaimed(cluster):
     """TF's throwaway workers start with the run (pytest_slurmflox/throwaway.py): one start per run, one claim; a
     second claim starts its own; one nobody claimed is stopped at session end, and a later claim starts again."""
-    from pytest_slurmflox.runrecord import RunRecords, forget, new_start
+    from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start
     from pytest_slurmflox.throwaway import EarlyWorker, claim_worker, release_unclaimed, start_early
 
     pool = cluster["sub"].pool()

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
-from pytest_slurmflox.secrets import scan_for_secrets, secret_files, secret_needles
+from pytest_slurmflox.model.secrets import scan_for_secrets, secret_files, secret_needles
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.validation import validate_evidence, validate_junit
-from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def require_local_substrate() -> None:
 def local_cluster(workdir: Path) -> Iterator[dict]:
     """A local-substrate cluster in ``workdir`` (SKIP naming what is missing); destroyed on exit."""
     require_local_substrate()
-    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.model.settings import resolve
     from pytest_slurmflox.substrates.local import LocalSubstrate
     from pytest_slurmflox.substrates.local.cluster import LocalCluster
 

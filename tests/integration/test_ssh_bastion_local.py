@@ -24,7 +24,7 @@ from sshd import keygen, running_agent, running_sshd
 
 from pytest_slurmflox.base.sshconnect import KeyUnusable
 from pytest_slurmflox.connection import login_runner
-from pytest_slurmflox.target import load_target
+from pytest_slurmflox.model.target import load_target
 
 pytestmark = pytest.mark.integration
 

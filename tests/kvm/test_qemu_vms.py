@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates import proc as pidproof
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, fabric, kubeadm
 from pytest_slurmflox.substrates.qemu.images import BootSpec
 from pytest_slurmflox.substrates.qemu.vm import choose_accel, find_qemu
-from pytest_slurmflox.workdir import Workdir
 
 pytestmark = pytest.mark.kvm
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.abilities import (
+from pytest_slurmflox.connection import _probe_pool
+from pytest_slurmflox.model.abilities import (
     ABILITIES,
     DirectoryChanges,
     IsolatingWorkers,
@@ -21,8 +22,7 @@ from pytest_slurmflox.abilities import (
     RuntimeRecord,
     ServiceRestart,
 )
-from pytest_slurmflox.connection import _probe_pool
-from pytest_slurmflox.pool import WorkerInfo, WorkerPool, WorkerView
+from pytest_slurmflox.model.pool import WorkerInfo, WorkerPool, WorkerView
 from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
 from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from pytest_slurmflox.busy import (
+from pytest_slurmflox.model.busy import (
     DEFAULT_BUSY_TIMEOUT,
     busy,
     look_command,
@@ -17,7 +17,7 @@ from pytest_slurmflox.busy import (
     resolve_busy_timeout,
     serving,
 )
-from pytest_slurmflox.target import TargetError, parse_target, target_document
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 
 LOGIN = {"host": "login.example", "user": "alice", "key": "/k"}
 OWN = "sfx-run1-"

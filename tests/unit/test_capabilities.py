@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.secrets import Redactor, scan_for_secrets, secret_needles
+from pytest_slurmflox.model.secrets import Redactor, scan_for_secrets, secret_needles
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 from pytest_slurmflox.substrates.local import accounting, slurmconf
-from pytest_slurmflox.target import TargetError, parse_target, target_document
 
 LOGIN = {"host": "login.example", "user": "alice", "key": "/k"}
 SERVICES = {

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.settings import SettingsError, resolve
+from pytest_slurmflox.model.settings import SettingsError, resolve
+from pytest_slurmflox.model.target import parse_target
 from pytest_slurmflox.substrates.local.capacity import ADDRESS_PLAN_WORKERS, Capacity
-from pytest_slurmflox.target import parse_target
 
 GIB = 2**30
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}

@@ -12,11 +12,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from pytest_slurmflox.abilities import ABILITIES
 from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.connection import connect, login_runner
 from pytest_slurmflox.gates import require
-from pytest_slurmflox.target import TargetSpec, parse_target
+from pytest_slurmflox.model.abilities import ABILITIES
+from pytest_slurmflox.model.target import TargetSpec, parse_target
 
 
 def _closed_port() -> int:

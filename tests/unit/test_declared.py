@@ -1,6 +1,6 @@
 """Declared expectations only (issue 17): a customer target's undeclared expectation makes its checks NOT RUN.
 
-The table group -> keys (pytest_slurmflox/declared.py) is the one source: the start message is made from it, the
+The table group -> keys (pytest_slurmflox/model/declared.py) is the one source: the start message is made from it, the
 table in docs/customer.md must equal it, and the ``declared(...)`` calls in suites/ must ask for exactly its keys,
 group by group (so a check that starts comparing with a new setting cannot forget to declare it, nor the page lag).
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox import declared as table
-from pytest_slurmflox.declared import (
+from pytest_slurmflox.model import declared as table
+from pytest_slurmflox.model.declared import (
     COMMON_KEYS,
     GROUP_KEYS,
     KUBERNETES_GROUP_KEYS,
@@ -24,9 +24,9 @@ from pytest_slurmflox.declared import (
     undeclared,
     undeclared_message,
 )
-from pytest_slurmflox.groups import GROUPS
+from pytest_slurmflox.model.groups import GROUPS
+from pytest_slurmflox.model.target import parse_target
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SKIP, Check, group_verdict
-from pytest_slurmflox.target import parse_target
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}

@@ -1,5 +1,5 @@
 """The declared runtime (issue 38): a target file's ``runtime`` section, parsed, refused, written and read back, and
-given to the suites as the runtime provider's record (pytest_slurmflox/declaredruntime.py). Pure code; the live
+given to the suites as the runtime provider's record (pytest_slurmflox/model/declaredruntime.py). Pure code; the live
 proof is tests/integration/test_declared_runtime_local.py."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_slurmflox import targetschema
 from pytest_slurmflox.connection import Target, probe_runtime
-from pytest_slurmflox.declaredruntime import DeclaredRecord, parse_runtime, runtime_document
 from pytest_slurmflox.expectations import Runtime, expected_exports, task_env_problems
-from pytest_slurmflox.target import TargetError, parse_target, target_document
+from pytest_slurmflox.model import targetschema
+from pytest_slurmflox.model.declaredruntime import DeclaredRecord, parse_runtime, runtime_document
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "/nix/store/0000000000000000000000000000000a-hpc-17"

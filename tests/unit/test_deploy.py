@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.deploy import DeployError, up
-from pytest_slurmflox.settings import SettingsError, SubstrateOptions, resolve
+from pytest_slurmflox.model.settings import SettingsError, SubstrateOptions, resolve
+from pytest_slurmflox.model.target import TargetSpec, parse_target
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate, SubstrateUnavailable
-from pytest_slurmflox.target import TargetSpec, parse_target
-from pytest_slurmflox.workdir import Workdir
 
 
 class Starting(Substrate):

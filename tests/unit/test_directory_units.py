@@ -7,16 +7,10 @@ import base64
 import pytest
 
 from pytest_slurmflox.base.run import LocalRunner
-from pytest_slurmflox.directory import (
-    Directory,
-    escape_filter,
-    ldapsearch,
-    membership_ldif,
-    parse_ldif,
-)
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.directory import Directory, escape_filter, ldapsearch, membership_ldif, parse_ldif
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 from pytest_slurmflox.substrates.local import directory as local_directory
-from pytest_slurmflox.target import TargetError, parse_target, target_document
 
 LOGIN = {"host": "h", "user": "alice", "key": "/k"}
 
@@ -110,7 +104,7 @@ def test_membership_edit_is_one_memberuid_change():
 
 
 def test_an_unreachable_directory_is_reported_with_the_reason():
-    from pytest_slurmflox.directory import probe
+    from pytest_slurmflox.model.directory import probe
 
     why = probe(LocalRunner(), Directory("ldap://127.0.0.1:9/", "dc=x", "alice"))
     assert why is not None and "ldapsearch" in why

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.endpoint import Endpoint
-from pytest_slurmflox.target import TargetError, parse_target, target_document
+from pytest_slurmflox.model.endpoint import Endpoint
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 
 
 def _files(tmp_path: Path) -> dict[str, Path]:

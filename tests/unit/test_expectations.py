@@ -23,8 +23,8 @@ from pytest_slurmflox.expectations import (
     slurm_sets,
     task_env_problems,
 )
-from pytest_slurmflox.revision import runtime_revision
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.revision import runtime_revision
+from pytest_slurmflox.model.settings import resolve
 from pytest_slurmflox.substrates.local import runtime
 
 MOUNT = "/flox/store"

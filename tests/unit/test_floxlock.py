@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_slurmflox.floxlock import LockError, nix_system, parse_lock
+from pytest_slurmflox.model.floxlock import LockError, nix_system, parse_lock
 
 LOCK = {
     "lockfile-version": 1,
@@ -99,7 +99,7 @@ OTHER_CURL = "/nix/store/0000000000000000000000000000000a-curl-8.6.0-bin"
 
 
 def test_a_worker_with_one_store_path_different_is_named_with_both_paths():
-    from pytest_slurmflox.floxlock import cohort_lock_problems
+    from pytest_slurmflox.model.floxlock import cohort_lock_problems
 
     pinned = parse_lock(json.dumps(LOCK))
     locks = {"worker1": pinned, "worker2": parse_lock(json.dumps(_with(OTHER_CURL))), "worker3": pinned}
@@ -114,7 +114,7 @@ def test_a_worker_with_one_store_path_different_is_named_with_both_paths():
 
 
 def test_missing_or_extra_outputs_and_other_systems():
-    from pytest_slurmflox.floxlock import lock_problems
+    from pytest_slurmflox.model.floxlock import lock_problems
 
     pinned = parse_lock(json.dumps(LOCK))
     fewer = json.loads(json.dumps(LOCK))
@@ -129,7 +129,7 @@ def test_missing_or_extra_outputs_and_other_systems():
 
 
 def test_the_pinned_lock_comes_from_the_declared_file_or_is_not_run_naming_the_key(tmp_path, monkeypatch):
-    from pytest_slurmflox.floxlock import lock_file, pinned_lock, pull_command
+    from pytest_slurmflox.model.floxlock import lock_file, pinned_lock, pull_command
 
     declared = tmp_path / "hpc-17.lock"
     declared.write_text(json.dumps(LOCK))
@@ -153,7 +153,7 @@ def test_the_pinned_lock_comes_from_the_declared_file_or_is_not_run_naming_the_k
 
 
 def test_the_target_declares_the_lock_file_and_writes_it_back(tmp_path):
-    from pytest_slurmflox.target import TargetError, parse_target, target_document
+    from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 
     login = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}
     spec = parse_target({"login": login, "flox": {"lock_file": "hpc-17.lock"}}, path=tmp_path / "target.yaml")

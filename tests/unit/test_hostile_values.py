@@ -13,8 +13,8 @@ from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
 
 from pytest_slurmflox.base.run import LocalRunner, quoted
+from pytest_slurmflox.model.siteaccess import parse_site_access
 from pytest_slurmflox.options import checked_run_id, run_id_of
-from pytest_slurmflox.siteaccess import parse_site_access
 from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.submit import Jobs
 

@@ -11,8 +11,8 @@ import copy
 import pytest
 
 from pytest_slurmflox.kubechecks import nodeset_problems, placement_problems, worker_template_problems
-from pytest_slurmflox.revision import runtime_revision
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.revision import runtime_revision
+from pytest_slurmflox.model.settings import resolve
 
 pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
 from pytest_slurmflox.render import chart as rc

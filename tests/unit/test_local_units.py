@@ -338,10 +338,10 @@ def test_own_cgroup_and_v1_mounts_are_read_from_proc_text():
 
 
 def test_unusable_controllers_weaken_the_conf_and_name_the_limitation(tmp_path):
-    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.model.settings import resolve
+    from pytest_slurmflox.model.workdir import Workdir
     from pytest_slurmflox.substrates.local import cgroups
     from pytest_slurmflox.substrates.local.cluster import LocalCluster
-    from pytest_slurmflox.workdir import Workdir
 
     cluster = LocalCluster(
         resolve(cli={"WORKDIR": str(tmp_path)}, substrate="local").settings, Workdir(tmp_path), print

@@ -1,4 +1,5 @@
-"""T1's node access the Kubernetes way (pytest_slurmflox/nodedebug.py): the debug pod is kubectl's node debug pod with
+"""T1's node access the Kubernetes way (pytest_slurmflox/model/nodedebug.py): the debug pod is kubectl's node debug pod
+with
 the sysadmin profile, the target key is validated and written back, a customer target without it is NOT RUN naming
 the key, and the whole read (create, wait Running, exec, delete) runs through the real KubeClient over a replayed
 API (no API server can run here; the replay answers in the API server's JSON, as tests/test_reference_*.py do)."""
@@ -18,9 +19,9 @@ from pytest_slurmflox.suites.test_t01_flox_shim import _node_reader
 
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.kube import KubeClient
-from pytest_slurmflox.nodedebug import DEBUG_CONTAINER, READ_CONFIG, containerd_config, debug_pod, pod_name
+from pytest_slurmflox.model.nodedebug import DEBUG_CONTAINER, READ_CONFIG, containerd_config, debug_pod, pod_name
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
-from pytest_slurmflox.target import TargetError, parse_target, target_document
 
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}
 KUBE = {"namespace": "slurm", "nodeset": "slurm-worker-compute"}

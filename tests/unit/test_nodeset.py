@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import pytest_slurmflox
-from pytest_slurmflox.abilities import ABILITIES
+from pytest_slurmflox.model.abilities import ABILITIES
+from pytest_slurmflox.model.pool import POOL_METHODS, VIEW_METHODS, WorkerPool, WorkerView
 from pytest_slurmflox.nodeset import NodeSetView
-from pytest_slurmflox.pool import POOL_METHODS, VIEW_METHODS, WorkerPool, WorkerView
 from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
 from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
 
@@ -109,7 +109,7 @@ def test_a_customer_target_gets_the_view_and_imports_no_substrate_code(tmp_path)
     code = """
 import sys, types
 from pytest_slurmflox.fixtures import _pool_factory
-from pytest_slurmflox.abilities import ABILITIES
+from pytest_slurmflox.model.abilities import ABILITIES
 from pytest_slurmflox.nodeset import NodeSetView
 spec = types.SimpleNamespace(substrate="kubernetes", workdir=None, kubernetes=types.SimpleNamespace(nodeset="ns1"))
 kube = types.SimpleNamespace(namespace="slurm")

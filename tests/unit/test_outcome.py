@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_slurmflox.model.secrets import REDACTED, Redactor
+from pytest_slurmflox.model.target import Endpoint
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.outcome import BY_PYTEST, NEVER_RAN, Deselected, ExitRules
-from pytest_slurmflox.secrets import REDACTED, Redactor
 from pytest_slurmflox.selection import Selection
-from pytest_slurmflox.target import Endpoint
-from pytest_slurmflox.workdir import Workdir
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_slurmflox"
 OK, FAILED, NONE, INTERRUPTED = (

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.groups import DESTRUCTIVE_GROUPS, GROUPS, MARKERS
+from pytest_slurmflox.model.groups import DESTRUCTIVE_GROUPS, GROUPS, MARKERS
+from pytest_slurmflox.model.settings import KEYS
 from pytest_slurmflox.options import OPTIONS
-from pytest_slurmflox.settings import KEYS
 
 
 def test_help_lists_every_option_with_env_and_ini(pytester: pytest.Pytester):

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_slurmflox.groups import DESTRUCTIVE_GROUPS, GROUPS
+from pytest_slurmflox.model.groups import DESTRUCTIVE_GROUPS, GROUPS
+from pytest_slurmflox.model.target import parse_target
 from pytest_slurmflox.profiles import NOT_APPLICABLE, PROFILES, UNKNOWN, profile_of, readme_table
 from pytest_slurmflox.report import mark_not_applicable
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SIGNED_OFF, SKIP, Check, decide
-from pytest_slurmflox.target import parse_target
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE_SKIP = "missing capability kubernetes: target 'x' (local) has no Kubernetes API"
@@ -268,7 +268,7 @@ def test_every_require_in_the_suites_is_a_gate_here():
     (a destructive group's gates aside: they never weigh in a sign-off)."""
     import ast
 
-    from pytest_slurmflox.groups import GROUPS
+    from pytest_slurmflox.model.groups import GROUPS
 
     gated = {(group, cap) for group, alts in GATES for cap in alts}
     for path in sorted((ROOT / "suites").glob("test_*.py")):

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
 from pytest_slurmflox.substrates.qemu import addons
 from pytest_slurmflox.substrates.qemu.guest import guest_script
 from pytest_slurmflox.substrates.qemu.provision import missing_line

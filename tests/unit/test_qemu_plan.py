@@ -8,12 +8,12 @@ import shlex
 import pytest
 import yaml
 
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.nodeset import nodeset_revision, owned_by, worker_from_pod
-from pytest_slurmflox.settings import resolve
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, kubeadm
 from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.provision import kubeconfig_for_host, target_document
-from pytest_slurmflox.workdir import Workdir
 
 
 def settings(**raw: str):
@@ -224,8 +224,8 @@ def test_a_failed_download_is_reported_as_offline_not_as_a_broken_step():
 
 
 def test_prewarm_counts_persisted_and_process_environment_as_explicit(tmp_path, monkeypatch):
+    from pytest_slurmflox.model.workdir import WorkerRevisionFile
     from pytest_slurmflox.substrates.qemu.provision import explicit_worker_keys
-    from pytest_slurmflox.workdir import WorkerRevisionFile
 
     monkeypatch.delenv("SLURMFLOX_WORKER_FLOX_ENV", raising=False)
     monkeypatch.setenv("WORKER_FLOX_ENV", "myorg/not-ours")  # a bare name is not ours

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_slurmflox.model.settings import SettingsError, resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.render.cloudinit import SeedSpec, render_seed
-from pytest_slurmflox.settings import SettingsError, resolve
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates import proc as pidproof
 from pytest_slurmflox.substrates.proc import ProcessProof
@@ -24,7 +25,6 @@ from pytest_slurmflox.substrates.qemu.images import BootSpec, ImageError, local_
 from pytest_slurmflox.substrates.qemu.network import offline_reason
 from pytest_slurmflox.substrates.qemu.testimage import host_debian_mirror
 from pytest_slurmflox.substrates.qemu.vm import TCG_ARGS, Accel, Vm, VmSpec, choose_accel, qemu_argv
-from pytest_slurmflox.workdir import Workdir
 
 
 def settings(**raw: str):

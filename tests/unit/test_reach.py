@@ -18,8 +18,8 @@ from sshd import free_port, keygen
 
 from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.connection import connect
+from pytest_slurmflox.model.target import parse_target
 from pytest_slurmflox.reach import reach
-from pytest_slurmflox.target import parse_target
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.settings import resolve
 from pytest_slurmflox.substrates.qemu import fabric, kubeadm
 
 # ---------------------------------------------------------------------------------------- the v1beta4 reference

@@ -33,8 +33,8 @@ from kubernetes.client import rest
 from pytest_slurmflox.base.run import Result, command_line
 from pytest_slurmflox.kube import KubeClient
 from pytest_slurmflox.lifecycle import STEPS, Reconciler
-from pytest_slurmflox.revision import runtime_revision
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.revision import runtime_revision
+from pytest_slurmflox.model.settings import resolve
 from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.substrates.qemu.addons import HELM_BIN, VALUES_PATH, slurm_chart_command
 from pytest_slurmflox.substrates.qemu.pool import NODESET_NAME, NodeSetPool

@@ -10,9 +10,9 @@ import pytest
 
 from pytest_slurmflox.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
 from pytest_slurmflox.envfacts import image_digest
-from pytest_slurmflox.groups import REQUIRED_GROUPS
+from pytest_slurmflox.model.groups import REQUIRED_GROUPS
+from pytest_slurmflox.model.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles
 from pytest_slurmflox.profiles import NOT_APPLICABLE
-from pytest_slurmflox.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles
 from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_SIGNED_OFF, PASS, SIGNED_OFF, SKIP, Check, decide, summary_lines
 
 
@@ -198,8 +198,8 @@ def test_redactor_learns_secrets_after_first_use_and_ignores_duplicates():
 def test_only_a_work_dir_that_records_a_deployment_is_walked_for_credentials(tmp_path):
     """Issue 38: a work dir named by the environment (``SLURMFLOX_WORKDIR=/usr/lib``) is never walked; its well-known
     files are looked at, nothing below. A deployment's work dir is walked, on its own file system only."""
-    from pytest_slurmflox.secrets import secret_files
-    from pytest_slurmflox.workdir import Workdir
+    from pytest_slurmflox.model.secrets import secret_files
+    from pytest_slurmflox.model.workdir import Workdir
 
     wd = Workdir(tmp_path / "wd")
     deep = wd.root / "local" / "ldap" / "bind.key"

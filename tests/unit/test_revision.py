@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-from pytest_slurmflox.revision import RuntimeSpec, runtime_revision, short_revision
-from pytest_slurmflox.settings import resolve
+from pytest_slurmflox.model.revision import RuntimeSpec, runtime_revision, short_revision
+from pytest_slurmflox.model.settings import resolve
 
 CHANGES = {
     "image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04@sha256:" + "0" * 64,
@@ -69,7 +69,8 @@ def test_set_like_lists_are_order_insensitive():
 
 def test_revision_is_stable_across_processes_and_pinned():
     code = (
-        "from pytest_slurmflox.revision import runtime_revision;from pytest_slurmflox.settings import resolve;"
+        "from pytest_slurmflox.model.revision import runtime_revision;from pytest_slurmflox.model.settings import "
+        "resolve;"
         "print(runtime_revision(resolve().settings))"
     )
     outs = {

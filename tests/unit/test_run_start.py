@@ -22,7 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.runrecord import RunRecords, begin, forget, locked, new_start, once_per_run, record_path, start_of
+from pytest_slurmflox.model.runrecord import (
+    RunRecords,
+    begin,
+    forget,
+    locked,
+    new_start,
+    once_per_run,
+    record_path,
+    start_of,
+)
 
 
 def _killed_run(run: RunRecords, ready) -> None:

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from pytest_slurmflox.runrecord import RunRecords, forget, new_start, once_per_run, record_path
+from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start, once_per_run, record_path
 
 
 def _ask(run: RunRecords, queue) -> None:

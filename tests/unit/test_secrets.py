@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from pytest_slurmflox.secrets import REDACTED, Redactor, base64_forms, scan_for_secrets, secret_needles
+from pytest_slurmflox.model.secrets import REDACTED, Redactor, base64_forms, scan_for_secrets, secret_needles
 
 EDGES = {
     "plain": (b"", b""),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_slurmflox.settings import (
+from pytest_slurmflox.model.settings import (
     DEFAULT_WORKER_IMAGE,
     KEYS,
     KEYS_BY_NAME,
@@ -16,7 +16,7 @@ from pytest_slurmflox.settings import (
     SettingsError,
     resolve,
 )
-from pytest_slurmflox.workdir import WorkerRevisionFile
+from pytest_slurmflox.model.workdir import WorkerRevisionFile
 
 REFERENCE_DEFAULTS = {
     "NODES": 3,
@@ -267,8 +267,8 @@ def test_the_target_serializer_round_trips(tmp_path):
     """One serializer: what a substrate writes is what parse_target reads back, settings included."""
     import dataclasses
 
-    from pytest_slurmflox.revision import runtime_revision
-    from pytest_slurmflox.target import (
+    from pytest_slurmflox.model.revision import runtime_revision
+    from pytest_slurmflox.model.target import (
         Endpoint,
         Expectations,
         Identity,

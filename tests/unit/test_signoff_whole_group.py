@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.artifacts import ReportPaths
-from pytest_slurmflox.groups import REQUIRED_GROUPS
+from pytest_slurmflox.model.groups import REQUIRED_GROUPS
 from pytest_slurmflox.outcome import BY_PYTEST, NOT_NAMED
 from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
 from pytest_slurmflox.validation import validate_evidence

@@ -1,4 +1,5 @@
-"""Site access (pytest_slurmflox/siteaccess.py, issue 38): the target's account, QOS, reservation and extra options
+"""Site access (pytest_slurmflox/model/siteaccess.py, issue 38): the target's account, QOS, reservation and extra
+options
 are validated where the target is parsed, written back by the one serializer, and carried by every job a check
 places (submit.Jobs), as argv words that no shell reads as syntax."""
 
@@ -10,9 +11,9 @@ import pytest
 from pytest_slurmflox.suites._reservation import Reserved
 
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.siteaccess import SiteAccess, parse_site_access
+from pytest_slurmflox.model.siteaccess import SiteAccess, parse_site_access
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 from pytest_slurmflox.submit import Jobs
-from pytest_slurmflox.target import TargetError, parse_target, target_document
 
 LOGIN = {"host": "login.example", "user": "alice", "key": "/k"}
 SITE = {"partition": "batch", "account": "platform", "qos": "acceptance", "reservation": "handover"}

@@ -17,7 +17,7 @@ from sshd import Agent, Sshd, keygen, running_agent, running_sshd
 
 from pytest_slurmflox.base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
 from pytest_slurmflox.connection import connect, login_runner
-from pytest_slurmflox.target import TargetSpec, parse_target
+from pytest_slurmflox.model.target import TargetSpec, parse_target
 
 
 @dataclass(frozen=True)

@@ -187,12 +187,12 @@ def test_substrates_hold_their_cluster_instead_of_inheriting_it():
 def test_the_local_pool_gets_the_cluster_not_the_substrate(tmp_path):
     import typing
 
-    from pytest_slurmflox.settings import resolve
+    from pytest_slurmflox.model.settings import resolve
+    from pytest_slurmflox.model.workdir import Workdir
     from pytest_slurmflox.substrates import Substrate
     from pytest_slurmflox.substrates.local import LocalSubstrate
     from pytest_slurmflox.substrates.local.cluster import LocalCluster
     from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
-    from pytest_slurmflox.workdir import Workdir
 
     hints = typing.get_type_hints(LocalWorkerPool.__init__)
     assert hints["cluster"] is LocalCluster and not any(

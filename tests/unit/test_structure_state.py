@@ -12,9 +12,9 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from pytest_slurmflox.revision import runtime_revision
-from pytest_slurmflox.settings import WORKER_KEYS, resolve
-from pytest_slurmflox.target import Endpoint, Expectations, TargetSpec, load_target, write_runtime, write_target
+from pytest_slurmflox.model.revision import runtime_revision
+from pytest_slurmflox.model.settings import WORKER_KEYS, resolve
+from pytest_slurmflox.model.target import Endpoint, Expectations, TargetSpec, load_target, write_runtime, write_target
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_IMAGE = "slurmflox/worker:1@sha256:" + "a" * 64

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.settings import SubstrateOptions, resolve
+from pytest_slurmflox.model.settings import SubstrateOptions, resolve
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate, SubstrateUnavailable, make_substrate, substrate_class
-from pytest_slurmflox.workdir import Workdir
 
 
 @pytest.mark.parametrize("name", sorted(SUBSTRATES))

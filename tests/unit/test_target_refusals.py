@@ -20,7 +20,7 @@ import pytest
 import yaml
 from targetdocs import EVERY_KEY
 
-from pytest_slurmflox import targetschema
+from pytest_slurmflox.model import targetschema
 
 GOOD = "version: 1\nname: site\nsubstrate: existing\nslurm: {partition: all}\n{login}"
 

@@ -16,12 +16,12 @@ import jsonschema
 import pytest
 from targetdocs import EVERY_KEY, LOGIN
 
-from pytest_slurmflox import targetschema
-from pytest_slurmflox.settings import KEYS, WORKER_KEYS, resolve
+from pytest_slurmflox.model import targetschema
+from pytest_slurmflox.model.settings import KEYS, WORKER_KEYS, resolve
+from pytest_slurmflox.model.target import TargetError, parse_target, target_document
+from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES
 from pytest_slurmflox.substrates.local.cgroups import CONTROLLERS
-from pytest_slurmflox.target import TargetError, parse_target, target_document
-from pytest_slurmflox.workdir import Workdir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +135,7 @@ def test_a_file_of_many_mistakes_names_the_first_three_and_counts_the_rest():
 def test_the_published_page_is_the_schema():
     page = REPO / "docs" / "target-schema.md"
     regenerate = (
-        'python -c "from pytest_slurmflox.targetschema import markdown; print(markdown(), end=str())" '
+        'python -c "from pytest_slurmflox.model.targetschema import markdown; print(markdown(), end=str())" '
         "> docs/target-schema.md"
     )
     assert page.read_text() == targetschema.markdown(), f"regenerate it: {regenerate}"

@@ -18,7 +18,7 @@ from hostile import HOSTILE
 from hypothesis import HealthCheck, given, settings
 from pytest_slurmflox.suites._profile import PROFILE_FILES
 
-from pytest_slurmflox.settings import TASK_PROFILE_SCHEMA
+from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 
 INIT = Path(__file__).resolve().parents[2] / "provision" / "task-profile-init.sh"
 BASH = shutil.which("bash") or "/bin/bash"

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from pytest_slurmflox.early import EarlyJob
-from pytest_slurmflox.runrecord import RunRecords, forget, new_start
+from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start
 from pytest_slurmflox.throwaway import EarlyWorker, early_workers, join, leave
 
 BROKEN = EarlyWorker("tfprobe", "local/broken:1")

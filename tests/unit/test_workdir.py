@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import stat
 
-from pytest_slurmflox.settings import resolve
-from pytest_slurmflox.workdir import Workdir, WorkerRevisionFile, write_secret
+from pytest_slurmflox.model.settings import resolve
+from pytest_slurmflox.model.workdir import Workdir, WorkerRevisionFile, write_secret
 
 
 def _up(store: WorkerRevisionFile, keys: dict[str, str]):

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ...base.run import quoted
 from ...base.waits import WaitTimedOut, poll
-from ...settings import Settings
-from ...workdir import write_secret
+from ...model.settings import Settings
+from ...model.workdir import write_secret
 from .. import SubstrateUnavailable
 from .network import address_for
 from .nsrunner import NamespaceRunner

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...settings import SettingsError
+from ...model.settings import SettingsError
 
 WORKERS_PER_CORE = 32
 IDLE_WORKER_BYTES = 16 * 1024 * 1024

@@ -24,10 +24,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from ... import revision as revision_mod
 from ...base.waits import WaitTimedOut, poll
-from ...settings import Settings
-from ...workdir import Workdir, atomic_write
+from ...model import revision as revision_mod
+from ...model.settings import Settings
+from ...model.workdir import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
 from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
 from .accounting import DB

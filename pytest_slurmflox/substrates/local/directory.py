@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...base.run import Result, Runner
-from ...settings import Settings
-from ...workdir import atomic_write, write_secret
+from ...model.settings import Settings
+from ...model.workdir import atomic_write, write_secret
 
 BASE_DN = "dc=slurmflox"
 BIND_DN = f"cn=nslcd,ou=services,{BASE_DN}"

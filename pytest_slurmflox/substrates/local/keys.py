@@ -13,7 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ...workdir import atomic_write, write_secret
+from ...model.workdir import atomic_write, write_secret
 
 
 def ensure_ed25519(private: Path, public: Path, comment: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ...base.run import command_line, quoted
-from ...workdir import atomic_write
+from ...model.workdir import atomic_write
 from . import runtime
 from .runtime import ENVS_ROOT, EnvRef, RealizationError, definition_dir
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ...base.run import quoted
 from ...base.waits import WaitTimedOut, poll
-from ...workdir import atomic_write
+from ...model.workdir import atomic_write
 from .. import proc
 from .network import Fabric, ns_inode
 

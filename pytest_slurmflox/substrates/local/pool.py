@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...abilities import DirectoryChanges, IsolatingWorkers, NixStoreRecord, RuntimeRecord, ServiceRestart
-from ...pool import WorkerInfo, WorkerPool
-from ...settings import WORKER_KEYS, Settings
-from ...target import worker_settings_document, write_runtime
-from ...workdir import atomic_write
+from ...model.abilities import DirectoryChanges, IsolatingWorkers, NixStoreRecord, RuntimeRecord, ServiceRestart
+from ...model.pool import WorkerInfo, WorkerPool
+from ...model.settings import WORKER_KEYS, Settings
+from ...model.target import worker_settings_document, write_runtime
+from ...model.workdir import atomic_write
 from . import directory, nix, runtime, slurmconf
 from .cluster import CTL, LOGIN, BootFiles, LocalCluster, rmtree
 from .forwarders import Forwarders

@@ -25,7 +25,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ...workdir import atomic_write
+from ...model.workdir import atomic_write
 
 OWNER = "local"
 ENVS_ROOT = Path(__file__).resolve().parents[2] / "envs"

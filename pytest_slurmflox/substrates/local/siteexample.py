@@ -2,7 +2,7 @@
 
 Why: a customer's target file (``substrate: existing``) is the third use of the project, and the one the local
 substrate could not show: nothing of ours realized a customer's workers, so the target file declares what they
-must realize (its ``runtime`` section, pytest_slurmflox/declaredruntime.py). This module writes that file for the
+must realize (its ``runtime`` section, pytest_slurmflox/model/declaredruntime.py). This module writes that file for the
 local cluster, through target.py's one serializer, so the same suites can sign the local cluster off the way they
 sign off a customer's and a user has a complete example to start from.
 
@@ -27,9 +27,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...declaredruntime import DeclaredRuntime
-from ...settings import Settings
-from ...target import TargetSpec, write_target
+from ...model.declaredruntime import DeclaredRuntime
+from ...model.settings import Settings
+from ...model.target import TargetSpec, write_target
 from . import runtime
 from .nix import NixStore
 from .runtime import REALIZED_MARKER, EnvRef, check_manifest, definition_dir

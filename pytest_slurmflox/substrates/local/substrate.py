@@ -33,10 +33,10 @@ import dataclasses
 import time
 
 from ...base.waits import WaitTimedOut, poll, poll_missing
-from ...capabilities import AccountingSpec, RestSpec
-from ...directory import Directory
-from ...settings import Settings, SubstrateOptions
-from ...target import (
+from ...model.capabilities import AccountingSpec, RestSpec
+from ...model.directory import Directory
+from ...model.settings import Settings, SubstrateOptions
+from ...model.target import (
     Endpoint,
     Expectations,
     Identity,
@@ -45,7 +45,7 @@ from ...target import (
     worker_settings_document,
     write_target,
 )
-from ...workdir import Workdir, atomic_write
+from ...model.workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import accounting, directory, keys
 from .capacity import Capacity

@@ -11,8 +11,8 @@ from __future__ import annotations
 import yaml
 
 from ...base.run import command_line, quoted
-from ...labels import LABEL_FLOX_NODE
-from ...settings import Settings
+from ...model.labels import LABEL_FLOX_NODE
+from ...model.settings import Settings
 from . import fabric
 from .containerd import FLOX_RUNTIME_HANDLER, FLOX_SHIM_PATH
 from .kubeadm import Step, kubectl, worker_nodes

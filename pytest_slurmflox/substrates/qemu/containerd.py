@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...base.run import Result
-from ...labels import ANNOTATION_ENVIRONMENT
+from ...model.labels import ANNOTATION_ENVIRONMENT
 
 if sys.version_info >= (3, 11):
     import tomllib

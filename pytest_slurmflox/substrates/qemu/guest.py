@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ...base.run import HostKeyRefused, Result, SSHRunner, quoted
 from ...base.waits import WaitTimedOut, poll_missing
+from ...model.workdir import Workdir
 from ...render.cloudinit import ADMIN_USER
-from ...workdir import Workdir
 from .. import SubstrateUnavailable
 from . import fabric
 

@@ -68,7 +68,7 @@ class BootSpec:
 
     def save(self) -> None:
         """Write the sidecar (last, atomically): its presence marks a complete image."""
-        from ...workdir import atomic_write
+        from ...model.workdir import atomic_write
 
         atomic_write(self.sidecar_of(self.image), json.dumps(self.to_json(), indent=2) + "\n")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import yaml
 
 from ...base.run import command_line
-from ...labels import LABEL_CONTROL_PLANE, LABEL_FLOX_NODE, LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
-from ...settings import Settings
+from ...model.labels import LABEL_CONTROL_PLANE, LABEL_FLOX_NODE, LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
+from ...model.settings import Settings
 from . import fabric
 
 KUBECONFIG_IN_GUEST = "/etc/kubernetes/admin.conf"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from ...workdir import write_secret
+from ...model.workdir import write_secret
 from .. import SubstrateUnavailable
 from ..local.keys import known_hosts_line
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ...abilities import NodeAdmin
 from ...base.run import Result
+from ...model.abilities import NodeAdmin
+from ...model.pool import WorkerPool
+from ...model.revision import runtime_revision
+from ...model.settings import Settings
 from ...nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
-from ...pool import WorkerPool
-from ...revision import runtime_revision
-from ...settings import Settings
 from . import fabric
 from .addons import (
     NAMESPACE_SLURM,
@@ -61,8 +61,8 @@ class NodeSetPool(NodeSetView, WorkerPool, NodeAdmin):
     def apply(self, settings: Settings) -> str:
         """Render the values for ``settings``' worker runtime and worker count (the deployment's own settings
         elsewhere), place them on node1 and ``helm upgrade --install``."""
+        from ...model.settings import WORKER_KEYS
         from ...render.values import render_slurm_values, test_identity_files
-        from ...settings import WORKER_KEYS
 
         runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
         # the cohort's size too: COMPUTE_REPLICAS is outside the revision, but the Reconciler applies a change of it

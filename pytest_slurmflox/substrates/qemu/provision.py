@@ -13,12 +13,12 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from ...labels import LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
-from ...revision import runtime_revision
-from ...settings import KEYS_BY_NAME
-from ...target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
-from ...target import target_document as serialize_target
-from ...workdir import WorkerRevisionFile, write_secret
+from ...model.labels import LABEL_NATIVE_WORKER, TAINT_NATIVE_WORKER
+from ...model.revision import runtime_revision
+from ...model.settings import KEYS_BY_NAME
+from ...model.target import Endpoint, Expectations, Identity, KubeSpec, TargetSpec, write_target
+from ...model.target import target_document as serialize_target
+from ...model.workdir import WorkerRevisionFile, write_secret
 from .. import SubstrateUnavailable
 from . import fabric
 from .addons import (

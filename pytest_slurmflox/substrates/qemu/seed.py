@@ -16,9 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...model.settings import SettingsError
+from ...model.workdir import Workdir, atomic_write, write_secret
 from ...render.cloudinit import SeedSpec, render_seed
-from ...settings import SettingsError
-from ...workdir import Workdir, atomic_write, write_secret
 from .. import SubstrateUnavailable
 from . import fabric
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...base.run import Result
-from ...pool import WorkerPool
-from ...settings import Settings, SubstrateOptions
-from ...target import TargetSpec
-from ...workdir import Workdir, atomic_write
+from ...model.pool import WorkerPool
+from ...model.settings import Settings, SubstrateOptions
+from ...model.target import TargetSpec
+from ...model.workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
 from . import fabric, seed
 from .guest import Guest

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .base.run import quoted
+from ..base.run import quoted
 
 #: Base states of a worker that serves (sinfo ``%T``, lower case).
 SERVING = frozenset({"idle", "mixed", "allocated", "completing", "planned"})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .base.run import Result
+from ..base.run import Result
 from .secrets import Redactor
 
 

@@ -6,7 +6,7 @@ realized anything, so the customer writes that record down, off the cluster, the
 the pinned environment (``flox activate`` of the pinned generation: ``$FLOX_ENV``, its ``PATH`` entries in order,
 the allow-listed variables and their values). T2, T3, TP and TR judge the workers against it exactly as they judge
 the local cohort against the provider's record (:class:`DeclaredRecord` gives the same
-:class:`~pytest_slurmflox.abilities.RuntimeRecord` interface). It is written by the customer, never read from a
+:class:`~pytest_slurmflox.model.abilities.RuntimeRecord` interface). It is written by the customer, never read from a
 worker.
 
 Section (every path absolute)::

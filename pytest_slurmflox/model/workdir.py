@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base.run import quoted
+from ..base.run import quoted
 from .settings import WORKER_KEYS, SettingsError
 
 

@@ -20,8 +20,8 @@ import re
 import secrets
 from typing import Any
 
-from .base.run import Result
-from .base.waits import poll
+from ..base.run import Result
+from ..base.waits import poll
 
 DEBUG_CONTAINER = "debugger"  #: kubectl's name for the node debug container
 HOST_ROOT = "/host"  #: where the node's filesystem is mounted (kubectl's sysadmin profile)

@@ -24,7 +24,7 @@ Target file (YAML)::
                                     # busy_timeout: seconds a step waits for workers others' jobs hold (busy.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
-                                    # pytest_slurmflox/directory.py: also bind_dn, bind_password_file, modify)
+                                    # pytest_slurmflox/model/directory.py: also bind_dn, bind_password_file, modify)
     expect:                         # what the deployment should run
       revision: sha256:...          # optional; computed from settings when absent
       image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise

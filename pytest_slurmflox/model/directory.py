@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base.run import Result, Runner, command_line
+from ..base.run import Result, Runner, command_line
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA_FILE = Path(__file__).parent / "schemas" / "target.json"
+SCHEMA_FILE = Path(__file__).parents[1] / "schemas" / "target.json"
 SHOWN = 3  #: problems named in the one line (the rest are counted)
 #: JSON Schema type names as a YAML author reads them.
 TYPE_WORDS = {

@@ -1,4 +1,4 @@
-"""What a worker owner can do beyond :class:`~pytest_slurmflox.pool.WorkerPool`, each ability a small ABC.
+"""What a worker owner can do beyond :class:`~pytest_slurmflox.model.pool.WorkerPool`, each ability a small ABC.
 
 A pool declares an ability by subclassing it (the local pool: isolating workers, service restart, runtime record,
 Nix store record, directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.connection.connect`
@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from .base.run import Result
+from ..base.run import Result
 from .pool import WorkerInfo
 
 
