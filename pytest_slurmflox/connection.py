@@ -14,11 +14,11 @@ from typing import Any
 
 from .base.run import Observer, Result, Runner, SSHRunner
 from .base.sshconnect import Hop
+from .cluster.slurm import SlurmClient
 from .model.abilities import ABILITIES, RuntimeRecord
 from .model.pool import WorkerPool, WorkerView
 from .model.target import Endpoint, Expectations, TargetSpec
 from .reach import reach
-from .slurm import SlurmClient
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Target:
     login: Runner
     admin: Runner | None
     slurm: SlurmClient
-    kube: Any | None = None  #: pytest_slurmflox.kube.KubeClient when the target has Kubernetes
+    kube: Any | None = None  #: pytest_slurmflox.cluster.kube.KubeClient when the target has Kubernetes
     pool: WorkerView | None = None
     capabilities: frozenset[str] = frozenset()
     missing: Mapping[str, str] = field(default_factory=dict)  #: capability -> why it is missing
@@ -109,7 +109,7 @@ def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str])
         missing["kubernetes"] = reason
         missing["flox-shim"] = reason + "; the Flox containerd shim exists only on Kubernetes nodes"
         return None
-    from .kube import KubeClient
+    from .cluster.kube import KubeClient
 
     kube = KubeClient(spec.kubernetes.kubeconfig, spec.kubernetes.context, spec.kubernetes.namespace)
     if not kube.reachable():

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cluster.lifecycle import Outcome, ReconcileError, Reconciler
 from .connection import connect
-from .lifecycle import Outcome, ReconcileError, Reconciler
 from .model.evidence import EvidenceLog
 from .model.pool import WorkerPool
 from .model.settings import Resolved, SubstrateOptions

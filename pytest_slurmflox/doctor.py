@@ -47,7 +47,7 @@ class GroupLine:
 
 def foresee(target: Target, profile: Profile, undeclared: dict[str, list[str]]) -> list[GroupLine]:
     """Each non-destructive group's foreseen outcome on a connected ``target`` (connection.Target)."""
-    from .gates import DECLARED_BY
+    from .cluster.gates import DECLARED_BY
     from .model.groups import DESTRUCTIVE_GROUPS
 
     required = set(profile.required())

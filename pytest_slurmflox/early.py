@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .cluster.submit import Jobs
 from .model.runrecord import RunRecords, locked, record_path
 from .signoff import SINCE, UNTIL
-from .submit import Jobs
 
 __all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "submit_early"]
 

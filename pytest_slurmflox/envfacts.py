@@ -1,7 +1,7 @@
 """Environment facts of a run: what the target file says and what only a live connection tells.
 
 The report writer shows these rows; it never talks to a cluster itself. Live facts are read through the target's
-own clients (Slurm, :class:`~pytest_slurmflox.kube.KubeClient`, the worker pool), each on its own: a fact that
+own clients (Slurm, :class:`~pytest_slurmflox.cluster.kube.KubeClient`, the worker pool), each on its own: a fact that
 cannot be read says why instead of failing the run.
 """
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from .cluster.gates import require
 from .connection import Target, connect
-from .gates import require
 from .model.target import TargetSpec
 from .model.workdir import Workdir
 from .options import get_option, substrate_options
@@ -48,7 +48,7 @@ def _pool_factory(config: pytest.Config):
                 return substrate.pool()
             return None
         if kube is not None and spec.kubernetes is not None:
-            from .nodeset import NodeSetView
+            from .cluster.nodeset import NodeSetView
 
             return NodeSetView(kube, spec.kubernetes.nodeset)
         return None
@@ -160,7 +160,7 @@ def busy_timeout(pytestconfig: pytest.Config, target: Target) -> float:
 @pytest.fixture
 def submit(request: pytest.FixtureRequest, target: Target, busy_timeout: float) -> Iterator[Any]:
     """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
-    from .submit import Jobs
+    from .cluster.submit import Jobs
 
     require(target, "slurm")
     state = session_state(request.config)

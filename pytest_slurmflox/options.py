@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from .cluster.submit import is_run_id
 from .model.groups import DESTRUCTIVE_GROUPS
 from .model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from .model.workdir import Workdir, WorkerRevisionFile
-from .submit import is_run_id
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 

@@ -9,7 +9,7 @@ the run NOT SIGNED OFF.
 
 A customer's target adds what it does not declare access for (no ``admin`` login, no ``directory``, ``accounting``
 or ``rest`` section): a check needing that access or service is NOT APPLICABLE there. A declared capability that
-does not answer is a FAIL (pytest_slurmflox/gates.py ``require``), never NOT APPLICABLE.
+does not answer is a FAIL (pytest_slurmflox/cluster/gates.py ``require``), never NOT APPLICABLE.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ over wall time from the first check's start, the styles of every kind of bar, th
 share when there are too many for a row each.
 
 Jobs and workers come from the check's own evidence (``sbatch`` answers and ``squeue``'s ``%i|%T|%r|%N`` rows,
-:data:`~pytest_slurmflox.slurm.JOB_FORMAT`), never from a file a worker wrote.
+:data:`~pytest_slurmflox.cluster.slurm.JOB_FORMAT`), never from a file a worker wrote.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from typing import Protocol, TypeVar
 
 import pytest
 
+from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.model.busy import Look, look_command, parse_look, queued_job
 from pytest_slurmflox.model.runrecord import RunRecords
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
-from pytest_slurmflox.submit import Jobs
 
 
 class _Step(Protocol):

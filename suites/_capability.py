@@ -1,7 +1,8 @@
 """How a check stops when what it needs is not there or not met, and always naming what decided it.
 
 Why these live together: a check ends early in exactly three ways and each must say why in its report. A capability
-the target lacks is the plugin's one gate (:func:`pytest_slurmflox.gates.require`: SKIP when not had at all, FAIL
+the target lacks is the plugin's one gate (:func:`pytest_slurmflox.cluster.gates.require`: SKIP when not had at all,
+FAIL
 when declared but not answering); an expectation a customer's target file does not declare is NOT RUN naming the
 key (:func:`declared`); a limitation the target file declares is a SKIP naming it (:func:`require_enforced`).
 Everything else is a :func:`requirement` that FAILs with the evidence that decided it.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
 
 
 def declared_nodeset(target) -> dict:

@@ -24,7 +24,7 @@ import base64
 import pytest
 
 from pytest_slurmflox.base.run import quoted
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.model.floxlock import LockError, cohort_lock_problems, nix_system, parse_lock, pinned_lock
 from pytest_slurmflox.substrates.local.nix import WORKER_NAR_HASH_SH
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.base.waits import job_timeout
-from pytest_slurmflox.slurm import TERMINAL_STATES
+from pytest_slurmflox.cluster.slurm import TERMINAL_STATES
 
 from ._cohort import across, ring_case
 

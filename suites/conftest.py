@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
 
 from ._busy import BusyPastBudget
 from ._capability import declared, unmet
@@ -59,7 +59,7 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
 def _decide_cohort(target, state, busy_timeout: float) -> dict:
     """The cohort check and the pre-flight step: ``{"nodes": [...], "failure": None or the unmet requirement,
     "busy": None or why the checks are NOT RUN (a worker other jobs held for the whole budget)}``."""
-    from pytest_slurmflox.submit import Jobs
+    from pytest_slurmflox.cluster.submit import Jobs
 
     nodes, problems, evidence = cohort(target)
     if problems:
@@ -94,8 +94,8 @@ def _cohort_preflight(workers: list[str]) -> None:
 def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
     """Jobs checks need long before they run (pytest_slurmflox/early.py): submitted once per run as soon as the
     pre-flight passed, so a time limit's minute runs beside the other checks."""
+    from pytest_slurmflox.cluster.submit import Jobs
     from pytest_slurmflox.early import early_jobs, submit_early
-    from pytest_slurmflox.submit import Jobs
 
     run_id = slurmflox_state.run_id
     jobs = Jobs.of(target, run_id, "early")

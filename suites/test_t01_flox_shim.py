@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.cluster.kubeobjects import worker_pods
 from pytest_slurmflox.kubechecks import worker_template_problems
-from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.model.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
 from pytest_slurmflox.model.nodedebug import containerd_config
 

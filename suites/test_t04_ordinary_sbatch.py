@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from pytest_slurmflox.gates import require
-from pytest_slurmflox.kubeobjects import tied_to_job
+from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.cluster.kubeobjects import tied_to_job
 
 from ._capability import requirement
 
@@ -42,7 +42,7 @@ def test_plain_batch_script_completes(submit, workers):
 
 class ObjectWatch(threading.Thread):
     """Watches Pods and Jobs in every namespace from a resource version on; records every ADDED object (as the API's
-    JSON), judged afterwards by :func:`~pytest_slurmflox.kubeobjects.tied_to_job`."""
+    JSON), judged afterwards by :func:`~pytest_slurmflox.cluster.kubeobjects.tied_to_job`."""
 
     def __init__(self, kube, kind: str) -> None:
         super().__init__(daemon=True)

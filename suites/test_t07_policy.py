@@ -21,11 +21,11 @@ import pytest
 from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
+from pytest_slurmflox.cluster.slurm import TERMINAL_STATES, parse_kv_line
+from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
-from pytest_slurmflox.slurm import TERMINAL_STATES, parse_kv_line
-from pytest_slurmflox.submit import Jobs
 from pytest_slurmflox.timelimit import Enforcement, enforcement
 
 from ._capability import requirement

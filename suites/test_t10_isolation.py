@@ -22,9 +22,9 @@ import pytest
 
 from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
 from pytest_slurmflox.base.run import command_line, quoted
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.cluster.kubeobjects import worker_pods
 from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
-from pytest_slurmflox.kubeobjects import worker_pods
 from pytest_slurmflox.model.declared import PLACEMENT
 from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 

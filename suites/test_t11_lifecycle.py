@@ -27,8 +27,8 @@ import pytest
 
 from pytest_slurmflox.base.run import command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout, poll_last
-from pytest_slurmflox.gates import require
-from pytest_slurmflox.lifecycle import ReconcileError, Reconciler
+from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.cluster.lifecycle import ReconcileError, Reconciler
 
 from ._capability import requirement
 from ._marks import Mark

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.expectations import expected_revision
-from pytest_slurmflox.gates import require
 from pytest_slurmflox.model.declared import REPLICAS, REVISION, REVISION_INPUTS
 
 from ._capability import declared, requirement

@@ -26,7 +26,7 @@ import pytest
 
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.base.waits import poll_last
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
 
 from ._capability import requirement
 from ._marks import Mark, marked

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.base.waits import job_timeout, poll_last
-from pytest_slurmflox.gates import require
+from pytest_slurmflox.cluster.gates import require
 
 from ._capability import requirement
 

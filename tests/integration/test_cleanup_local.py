@@ -66,8 +66,8 @@ def test_sigterm_mid_run_leaves_no_job_of_the_run(deployment):
 
 def test_a_job_that_can_never_run_fails_at_once_with_slurms_reason(deployment):
     from pytest_slurmflox.base.run import CommandFailed
-    from pytest_slurmflox.slurm import NeverRuns, SlurmClient
-    from pytest_slurmflox.submit import Jobs
+    from pytest_slurmflox.cluster.slurm import NeverRuns, SlurmClient
+    from pytest_slurmflox.cluster.submit import Jobs
 
     _, workdir, _ = deployment
     cluster = cluster_of(workdir)

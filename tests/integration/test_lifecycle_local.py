@@ -20,7 +20,7 @@ import pytest
 import yaml
 from acceptance_helpers import clean_env, destroy, local_substrate, private_deployment, run_pytest
 
-from pytest_slurmflox.lifecycle import STEPS
+from pytest_slurmflox.cluster.lifecycle import STEPS
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ JOB = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))
 
 @dataclass
 class Submitter:
-    """Stands in for :class:`pytest_slurmflox.submit.Jobs` where the hand-off only needs sbatch's id."""
+    """Stands in for :class:`pytest_slurmflox.cluster.submit.Jobs` where the hand-off only needs sbatch's id."""
 
     run_id: str
     calls: list[tuple[str, tuple[str, ...]]]

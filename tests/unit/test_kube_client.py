@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_slurmflox.kube import KubeClient, KubeError, _plain, exit_code_from_status
+from pytest_slurmflox.cluster.kube import KubeClient, KubeError, _plain, exit_code_from_status
 
 
 def _closed_loopback_port() -> int:

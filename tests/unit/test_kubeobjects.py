@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from pytest_slurmflox.kubeobjects import tied_to_job, worker_pods
+from pytest_slurmflox.cluster.kubeobjects import tied_to_job, worker_pods
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 NODESET = "slurm-worker-compute"

@@ -18,7 +18,7 @@ from kubernetes.client import rest
 from pytest_slurmflox.suites.test_t01_flox_shim import _node_reader
 
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.kube import KubeClient
+from pytest_slurmflox.cluster.kube import KubeClient
 from pytest_slurmflox.model.nodedebug import DEBUG_CONTAINER, READ_CONFIG, containerd_config, debug_pod, pod_name
 from pytest_slurmflox.model.target import TargetError, parse_target, target_document
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import pytest_slurmflox
+from pytest_slurmflox.cluster.nodeset import NodeSetView
 from pytest_slurmflox.model.abilities import ABILITIES
 from pytest_slurmflox.model.pool import POOL_METHODS, VIEW_METHODS, WorkerPool, WorkerView
-from pytest_slurmflox.nodeset import NodeSetView
 from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
 from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
 
@@ -38,7 +38,7 @@ def called_on(path: Path, *receivers: str) -> set[str]:
 
 
 def test_the_reconciler_calls_only_methods_of_the_pool_contract():
-    used = called_on(PKG / "lifecycle.py", "self.pool")
+    used = called_on(PKG / "cluster/lifecycle.py", "self.pool")
     assert used, "lifecycle.py no longer calls self.pool: this test reads the wrong thing"
     assert used <= POOL_METHODS, f"the Reconciler calls {sorted(used - POOL_METHODS)} outside the WorkerPool contract"
 
@@ -110,7 +110,7 @@ def test_a_customer_target_gets_the_view_and_imports_no_substrate_code(tmp_path)
 import sys, types
 from pytest_slurmflox.fixtures import _pool_factory
 from pytest_slurmflox.model.abilities import ABILITIES
-from pytest_slurmflox.nodeset import NodeSetView
+from pytest_slurmflox.cluster.nodeset import NodeSetView
 spec = types.SimpleNamespace(substrate="kubernetes", workdir=None, kubernetes=types.SimpleNamespace(nodeset="ns1"))
 kube = types.SimpleNamespace(namespace="slurm")
 pool = _pool_factory(None)(spec, kube)
@@ -161,7 +161,7 @@ def test_the_slurm_node_name_comes_from_the_operators_pod_hostname_label():
     """A NodeSet pod as the operator creates it: the pod is ``<nodeset>-<ordinal>``, the Slurm node is the
     ``nodeset.slinky.slurm.net/pod-hostname`` label (slurm-operator v1.2.1 api/v1beta1/well_known.go,
     internal/controller/nodeset/utils/utils.go). T1 keys the runtime provider's realization by that name."""
-    from pytest_slurmflox.nodeset import LABEL_POD_HOSTNAME, worker_name
+    from pytest_slurmflox.cluster.nodeset import LABEL_POD_HOSTNAME, worker_name
 
     pod = {  # the labels spelled as the operator writes them, not through our constant
         "metadata": {

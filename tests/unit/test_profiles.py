@@ -214,7 +214,7 @@ def _healthy_run(spec, pool_class):
 
 
 def _pools():
-    from pytest_slurmflox.nodeset import NodeSetView
+    from pytest_slurmflox.cluster.nodeset import NodeSetView
     from pytest_slurmflox.substrates.local.pool import LocalWorkerPool
     from pytest_slurmflox.substrates.qemu.pool import NodeSetPool
 

@@ -8,9 +8,9 @@ import shlex
 import pytest
 import yaml
 
+from pytest_slurmflox.cluster.nodeset import nodeset_revision, owned_by, worker_from_pod
 from pytest_slurmflox.model.settings import resolve
 from pytest_slurmflox.model.workdir import Workdir
-from pytest_slurmflox.nodeset import nodeset_revision, owned_by, worker_from_pod
 from pytest_slurmflox.substrates.qemu import QemuSubstrate, addons, kubeadm
 from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.provision import kubeconfig_for_host, target_document

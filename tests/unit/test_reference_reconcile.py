@@ -3,7 +3,8 @@
 Why a stand-in API here, and only here: no Kubernetes API server can run on these machines (no internet for its
 images), yet the qemu pool shipped with four of seven WorkerPool methods and every reconcile after
 ``--slurmflox-up=qemu`` died with AttributeError inside the maintenance barrier. So this test runs the real
-:class:`~pytest_slurmflox.kube.KubeClient` (its real ``kubernetes`` ApiClient deserialization and our ``_plain``)
+:class:`~pytest_slurmflox.cluster.kube.KubeClient` (its real ``kubernetes`` ApiClient deserialization and our
+``_plain``)
 against a REST layer that answers with API objects in the exact JSON the API server returns (``NodeSet``
 ``slinky.slurm.net/v1beta1``, ``PodList`` ``v1``; shapes per slurm-operator v1.2.1
 ``config/crd/bases/slinky.slurm.net_nodesets.yaml`` and ``helm/slurm/templates/nodeset/nodeset-cr.yaml``). The
@@ -31,11 +32,11 @@ import yaml
 from kubernetes.client import rest
 
 from pytest_slurmflox.base.run import Result, command_line
-from pytest_slurmflox.kube import KubeClient
-from pytest_slurmflox.lifecycle import STEPS, Reconciler
+from pytest_slurmflox.cluster.kube import KubeClient
+from pytest_slurmflox.cluster.lifecycle import STEPS, Reconciler
+from pytest_slurmflox.cluster.slurm import SlurmClient
 from pytest_slurmflox.model.revision import runtime_revision
 from pytest_slurmflox.model.settings import resolve
-from pytest_slurmflox.slurm import SlurmClient
 from pytest_slurmflox.substrates.qemu.addons import HELM_BIN, VALUES_PATH, slurm_chart_command
 from pytest_slurmflox.substrates.qemu.pool import NODESET_NAME, NodeSetPool
 

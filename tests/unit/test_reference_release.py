@@ -1,5 +1,5 @@
 """After ``helm upgrade --install slurm``: the readiness wait and the login host-key pinning, over replayed API
-objects read by the real :class:`~pytest_slurmflox.kube.KubeClient` (no Kubernetes API server runs here; see
+objects read by the real :class:`~pytest_slurmflox.cluster.kube.KubeClient` (no Kubernetes API server runs here; see
 tests/unit/test_reference_reconcile.py for why and how the replay works).
 
 The objects have upstream's shapes: the operator's host-key Secret as slurm-operator v1.2.1
@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from kubernetes.client import rest
 
 from pytest_slurmflox.base.run import SSHRunner
-from pytest_slurmflox.kube import KubeClient
+from pytest_slurmflox.cluster.kube import KubeClient
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates.qemu.login import host_keys_secret_name, host_public_keys, pin_host_keys
 from pytest_slurmflox.substrates.qemu.ready import Release, not_ready, wait_ready

@@ -65,7 +65,7 @@ def test_the_namespace_runner_is_the_local_runner_with_a_prefix():
 def test_slurm_client_arguments_reach_the_command_as_single_words(tmp_path: Path, monkeypatch):
     """Format strings with shell syntax (``%i|%T``) and hostile reasons arrive as single argv words: a stand-in
     ``squeue``/``scontrol`` on PATH records its argv, one word per line."""
-    from pytest_slurmflox.slurm import JOB_FORMAT, SlurmClient
+    from pytest_slurmflox.cluster.slurm import JOB_FORMAT, SlurmClient
 
     log = tmp_path / "argv"
     for tool in ("squeue", "scontrol"):
@@ -114,7 +114,7 @@ def test_the_pod_runner_starts_its_command_as_the_local_runner_does(monkeypatch)
     that records what it was asked and closes with exit 0."""
     import kubernetes.stream
 
-    from pytest_slurmflox.kube import PodRunner
+    from pytest_slurmflox.cluster.kube import PodRunner
 
     asked: dict = {}
 
@@ -145,7 +145,7 @@ def test_every_runner_is_a_runner_and_closes():
     """``Runner`` is runtime-checkable and declares ``close``: each runner has it, and closing one that holds
     nothing (or was never connected) is harmless, twice."""
     from pytest_slurmflox.base.run import SSHRunner
-    from pytest_slurmflox.kube import PodRunner
+    from pytest_slurmflox.cluster.kube import PodRunner
 
     runners = [
         LocalRunner(),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.sbatchchain import ChainEntry, chain_command, chain_ids
+from pytest_slurmflox.cluster.sbatchchain import ChainEntry, chain_command, chain_ids
 
 #: Records each call in $LOG (args, then the script), answers 100, 101, ... (``id;cluster`` as a federation
 #: would); refuses when an argument is --refuse.

@@ -11,9 +11,9 @@ import pytest
 from pytest_slurmflox.suites._reservation import Reserved
 
 from pytest_slurmflox.base.run import Result
+from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.model.siteaccess import SiteAccess, parse_site_access
 from pytest_slurmflox.model.target import TargetError, parse_target, target_document
-from pytest_slurmflox.submit import Jobs
 
 LOGIN = {"host": "login.example", "user": "alice", "key": "/k"}
 SITE = {"partition": "batch", "account": "platform", "qos": "acceptance", "reservation": "handover"}

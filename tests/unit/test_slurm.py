@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.slurm import parse_kv_line
+from pytest_slurmflox.cluster.slurm import parse_kv_line
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

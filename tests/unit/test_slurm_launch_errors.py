@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_slurmflox.slurm import JobState, launch_error_hint
+from pytest_slurmflox.cluster.slurm import JobState, launch_error_hint
 
 
 def test_a_launch_error_shown_as_a_signal_is_named():

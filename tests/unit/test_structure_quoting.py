@@ -42,7 +42,7 @@ SHELL_TEXT_ATTRIBUTES = {
 ALLOWED = {
     # srun's options and command are shell text by the method's contract (callers pass `-N1 -w node`, a wrapped
     # script); the values it adds itself (job name, partition) go through quoted()
-    ("pytest_slurmflox/submit.py", "Jobs.srun"): "args and command are shell text by contract",
+    ("pytest_slurmflox/cluster/submit.py", "Jobs.srun"): "args and command are shell text by contract",
     ("suites/test_t10_isolation.py", "_admin_srun.srun"): "Jobs.srun's contract, as root",
 }
 _CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.base.run import LocalRunner, Result
-from pytest_slurmflox.submit import is_run_id
+from pytest_slurmflox.cluster.submit import is_run_id
 from pytest_slurmflox.sweep import sweep_run
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.authkeys import parse_show_config
-from pytest_slurmflox.slurm import parse_kv_line
+from pytest_slurmflox.cluster.slurm import parse_kv_line
 from pytest_slurmflox.timelimit import PERIODIC_TIMEOUT, SWEEP_LAG, enforcement
 
 DATA = Path(__file__).resolve().parents[1] / "data"

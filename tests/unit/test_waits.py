@@ -130,7 +130,10 @@ NOT_A_POLL = {
         2,
         "SSHRunner.run drains the channel until EOF (and a grace after exit); a timeout is a result (rc 124)",
     ),
-    "pytest_slurmflox/kube.py": (1, "a pod exec drains the websocket until it closes; a timeout is a result (rc 124)"),
+    "pytest_slurmflox/cluster/kube.py": (
+        1,
+        "a pod exec drains the websocket until it closes; a timeout is a result (rc 124)",
+    ),
 }
 #: A hand-written deadline: ``time.monotonic() + timeout`` kept for later, or ``time.monotonic() - t0 > timeout``
 #: compared in the loop (either side, ``<``, ``>``, ``<=``, ``>=``).

@@ -1,6 +1,6 @@
 """The worker pool of the qemu substrate: the Slinky NodeSet of our own ``slurm`` release.
 
-Reading the cohort is :class:`~pytest_slurmflox.nodeset.NodeSetView` (shared with customer targets). What this
+Reading the cohort is :class:`~pytest_slurmflox.cluster.nodeset.NodeSetView` (shared with customer targets). What this
 adds is the owner's side, which only a deployment of ours may do: the request to change the cohort is a
 ``helm upgrade`` of the slurm chart with freshly rendered values, a worker restart is deleting its pod (the
 NodeSet controller recreates it and slurmd registers again). Both run with kubectl/helm on node1, so the host
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ...base.run import Result
+from ...cluster.nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
 from ...model.abilities import NodeAdmin
 from ...model.pool import WorkerPool
 from ...model.revision import runtime_revision
 from ...model.settings import Settings
-from ...nodeset import NodeSetView, nodeset_revision, owned_by, worker_from_pod
 from . import fabric
 from .addons import (
     NAMESPACE_SLURM,
@@ -31,7 +31,7 @@ from .addons import (
 from .kubeadm import kubectl
 
 if TYPE_CHECKING:
-    from ...kube import KubeClient
+    from ...cluster.kube import KubeClient
     from . import QemuSubstrate
 
 #: The compute NodeSet the slurm chart's ``nodesets.compute`` entry creates: ``<release>-worker-<key>``

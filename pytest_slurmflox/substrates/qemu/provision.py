@@ -46,7 +46,7 @@ from .kubeadm import (
 )
 
 if TYPE_CHECKING:
-    from ...kube import KubeClient
+    from ...cluster.kube import KubeClient
     from . import QemuSubstrate
 
 
@@ -213,7 +213,7 @@ RELEASE_READY_SECONDS = 1800.0
 
 def release_ready(sub: QemuSubstrate) -> None:
     """Wait for the controller, the login endpoint and the compute NodeSet, then pin the login's host keys."""
-    from ...kube import KubeClient
+    from ...cluster.kube import KubeClient
     from .login import LOGINSET_NAME
     from .pool import NODESET_NAME
     from .ready import CONTROLLER_STATEFULSET, Release, wait_ready

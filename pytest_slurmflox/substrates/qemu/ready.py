@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...base.waits import WaitTimedOut, poll_missing
-from ...nodeset import NodeSetMissing, NodeSetView
+from ...cluster.nodeset import NodeSetMissing, NodeSetView
 from .. import SubstrateUnavailable
 
 if TYPE_CHECKING:
-    from ...kube import KubeClient
+    from ...cluster.kube import KubeClient
 
 CONTROLLER_STATEFULSET = "slurm-controller"
 

@@ -272,7 +272,7 @@ class QemuSubstrate(Substrate):
         lines.append(f"  kubernetes: {'provisioned' if marker.exists() else 'not provisioned'}")
         if self.workdir.kubeconfig.exists():
             try:
-                from ...kube import KubeClient
+                from ...cluster.kube import KubeClient
 
                 kube = KubeClient(self.workdir.kubeconfig, None, "slurm")
                 for pod in kube.pods():
@@ -338,7 +338,7 @@ class QemuSubstrate(Substrate):
         return target_spec(self)
 
     def pool(self) -> WorkerPool:
-        from ...kube import KubeClient
+        from ...cluster.kube import KubeClient
         from .pool import NodeSetPool
 
         if not self.workdir.kubeconfig.exists():

@@ -1,6 +1,7 @@
 """Reconcile a worker cohort to a runtime revision without Slurm ever admitting work onto a mixed cohort.
 
-Written once against :class:`~pytest_slurmflox.model.pool.WorkerPool` and :class:`~pytest_slurmflox.slurm.SlurmClient`,
+Written once against :class:`~pytest_slurmflox.model.pool.WorkerPool` and
+:class:`~pytest_slurmflox.cluster.slurm.SlurmClient`,
 so the same code drives a Slinky NodeSet and the local substrate's workers.
 
 Decision (made only on evidence; unknown controller or partition state is an error, never health):
@@ -23,10 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base.run import Runner
-from .base.waits import WaitTimedOut, poll, poll_missing
-from .model.pool import WorkerPool
-from .model.settings import Settings
+from ..base.run import Runner
+from ..base.waits import WaitTimedOut, poll, poll_missing
+from ..model.pool import WorkerPool
+from ..model.settings import Settings
 from .slurm import NodeState, SlurmClient, SlurmError
 
 STEPS = (

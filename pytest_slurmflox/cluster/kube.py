@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base.run import Invocation, Observer, Result
+from ..base.run import Invocation, Observer, Result
 
 SLINKY_GROUP = "slinky.slurm.net"
 SLINKY_VERSION = "v1beta1"

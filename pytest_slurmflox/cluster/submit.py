@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .base.run import Result, Runner, command_line, quoted
-from .base.waits import job_timeout
-from .model.siteaccess import SiteAccess
+from ..base.run import Result, Runner, command_line, quoted
+from ..base.waits import job_timeout
+from ..model.siteaccess import SiteAccess
 from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 
 if TYPE_CHECKING:
-    from .model.runrecord import RunRecords
+    from ..model.runrecord import RunRecords
 
 #: Default of :meth:`Jobs.srun`: a step whose command runs up to two minutes (the longest probe: compiling an MPI
 #: hello world on a loaded host) plus its pass.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base.run import quoted
-from .model.labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
-from .model.pool import WorkerInfo, WorkerView
+from ..base.run import quoted
+from ..model.labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
+from ..model.pool import WorkerInfo, WorkerView
 
 if TYPE_CHECKING:
     from .kube import KubeClient

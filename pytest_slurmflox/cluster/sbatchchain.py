@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .base.run import quoted
+from ..base.run import quoted
 
 __all__ = ["ChainEntry", "chain_command", "chain_ids"]
 

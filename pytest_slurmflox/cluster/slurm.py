@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .base.run import Result, Runner, quoted
-from .base.waits import WaitTimedOut, job_timeout, poll_missing
+from ..base.run import Result, Runner, quoted
+from ..base.waits import WaitTimedOut, job_timeout, poll_missing
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
