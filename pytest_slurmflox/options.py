@@ -226,7 +226,7 @@ def checked_up(config: pytest.Config) -> None:
 def checked_workloads(config: pytest.Config) -> None:
     """``--slurmflox-workloads`` (CLI > env > ini), when given, is a corpus of customer scripts that loads, or a
     one-line :class:`pytest.UsageError` says what is wrong with it (nothing was run)."""
-    from .workloads import WorkloadError, load_corpus
+    from .judges.workloads import WorkloadError, load_corpus
 
     workloads = get_option(config, "slurmflox_workloads")
     if workloads:

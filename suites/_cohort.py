@@ -171,9 +171,9 @@ def reached_workers(text: str) -> set[str]:
 
 def local_accounts(jobs, nodes: Sequence[str], queries: list[tuple[str, str]]) -> tuple[list[str], list[str], Across]:
     """Ask every worker's resolver ``queries`` (``getent -s <source>`` per nsswitch source, one step across the
-    cohort; pytest_slurmflox/nsslocal.py): the problems (a local source answered, naming worker and source), the
+    cohort; pytest_slurmflox/judges/nsslocal.py): the problems (a local source answered, naming worker and source), the
     non-local answers (``node: source``, evidence that the identity came from elsewhere) and the step."""
-    from pytest_slurmflox.nsslocal import account_problems, probe_script
+    from pytest_slurmflox.judges.nsslocal import account_problems, probe_script
 
     step = across(jobs, nodes, probe_script(queries))
     answered: list[str] = []

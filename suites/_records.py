@@ -20,8 +20,8 @@ from ._capability import requirement
 
 def worker_runtime(target, name: str, mode: str):
     """The runtime provider's record of what worker ``name`` was given, resolved where the worker sees it
-    (:class:`pytest_slurmflox.expectations.Runtime`), or a string saying why there is none."""
-    from pytest_slurmflox.expectations import Runtime
+    (:class:`pytest_slurmflox.judges.expectations.Runtime`), or a string saying why there is none."""
+    from pytest_slurmflox.judges.expectations import Runtime
 
     why = target.why_missing("runtime-record")
     if why is not None:
@@ -70,7 +70,7 @@ def require_flox_runtime(target, jobs, nodes: Iterable[str]) -> None:
     (``expect.settings.WORKER_FLOX_ENV``) and a task there shows no Flox runtime at all (a FAIL, never a SKIP
     for the missing record). One step on every
     worker; ``--export=NONE``: only what the worker side gives the task counts, never the login's variables."""
-    from pytest_slurmflox.expectations import unrealized_environment
+    from pytest_slurmflox.judges.expectations import unrealized_environment
     from pytest_slurmflox.model.declared import ENV, missing
 
     if missing(target.spec.declared, ENV[:1]):
@@ -98,7 +98,7 @@ _SHIM_PROBE = (
 
 def _shim_runtime(target, node: str, mode: str):
     """What the Flox shim prepared for slurmd in ``node``'s pod (Kubernetes)."""
-    from pytest_slurmflox.expectations import Runtime, parse_environ
+    from pytest_slurmflox.judges.expectations import Runtime, parse_environ
 
     pods = [p for p in target.kube.pods() if any(c.get("name") == "slurmd" for c in p["spec"]["containers"])]
     pod = next((p for p in pods if node in (p["spec"].get("hostname"), p["metadata"]["name"])), None)
@@ -152,7 +152,7 @@ SUBMIT_PROBE = (
 def environs(text: str) -> dict[str, dict[str, str]]:
     """Parse :data:`ENVIRON_PROBE` / :data:`SUBMIT_PROBE` output into node -> environment; a node whose END marker
     is missing (its output was cut) is left out, so the check names it as not having answered."""
-    from pytest_slurmflox.expectations import parse_environ
+    from pytest_slurmflox.judges.expectations import parse_environ
 
     chunks: dict[str, dict[int, str]] = {}
     complete: set[str] = set()

@@ -22,7 +22,7 @@ import pytest
 
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.cluster.kubeobjects import worker_pods
-from pytest_slurmflox.kubechecks import worker_template_problems
+from pytest_slurmflox.judges.kubechecks import worker_template_problems
 from pytest_slurmflox.model.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
 from pytest_slurmflox.model.nodedebug import containerd_config
 

@@ -24,7 +24,7 @@ import re
 
 import pytest
 
-from pytest_slurmflox.expectations import expected_exports, expected_revision
+from pytest_slurmflox.judges.expectations import expected_exports, expected_revision
 from pytest_slurmflox.model.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 from pytest_slurmflox.profiles import NOT_APPLICABLE_PREFIX

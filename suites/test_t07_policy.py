@@ -10,7 +10,7 @@ or the job was claimed).
 
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
-When a timed-out job may end is Slurm's rule (pytest_slurmflox/timelimit.py) applied to the OverTimeLimit the
+When a timed-out job may end is Slurm's rule (pytest_slurmflox/judges/timelimit.py) applied to the OverTimeLimit the
 cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint).
 """
 
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 from pytest_slurmflox.cluster.slurm import TERMINAL_STATES, parse_kv_line
 from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
+from pytest_slurmflox.judges.authkeys import parse_show_config
+from pytest_slurmflox.judges.timelimit import Enforcement, enforcement
 from pytest_slurmflox.sessionstate import session_state
 from pytest_slurmflox.signoff import NOT_RUN_PREFIX
-from pytest_slurmflox.timelimit import Enforcement, enforcement
 
 from ._capability import requirement
 from ._marks import Mark
@@ -250,7 +250,7 @@ def _elapsed(jobs: Jobs, job: str) -> tuple[float, float]:
 
 @pytest.mark.long_wait(early=TIME_LIMITED)
 def test_time_limit_is_enforced(request, time_limited_job):
-    """Slurm ends the job with TIMEOUT, and when its rule says (pytest_slurmflox/timelimit.py): after the limit
+    """Slurm ends the job with TIMEOUT, and when its rule says (pytest_slurmflox/judges/timelimit.py): after the limit
     plus the OverTimeLimit the cluster configures, within one enforcement period (and a loaded controller's lag)."""
     jobs, job = time_limited_job
     rule = _enforcement(jobs)

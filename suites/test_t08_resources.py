@@ -4,7 +4,7 @@ Requirement: each worker advertises exactly the CPUs and memory the deployment d
 request beyond that is refused, for the reason Slurm gives for an impossible request (not any failure); a job is
 confined to the CPUs it was allocated (it cannot even ask the kernel for another) and held to the memory it asked
 for as the cluster's cgroup.conf configures (killed beyond it, or swapped out within its RAM limit where swap is
-allowed: pytest_slurmflox/memlimit.py); and when a job ends or is cancelled none of its processes survive on the
+allowed: pytest_slurmflox/judges/memlimit.py); and when a job ends or is cancelled none of its processes survive on the
 worker, not even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a
 slurmd pod's cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot
 enforce one of these (``limitations`` in its target file) SKIPs that check naming the limitation.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.base.waits import job_timeout, queue_timeout
-from pytest_slurmflox.memlimit import MEM_MB, Observed, configured, memory_problem, probe
+from pytest_slurmflox.judges.authkeys import parse_show_config
+from pytest_slurmflox.judges.memlimit import MEM_MB, Observed, configured, memory_problem, probe
 from pytest_slurmflox.model.declared import CPUS, MEM
 
 from ._capability import declared, require_enforced, requirement
@@ -219,7 +219,7 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
 
 def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
     """On every worker, in one step with --mem=64 per worker: 8 MiB fit, and a 512 MiB buffer ends as the cluster's
-    own configuration says (pytest_slurmflox/memlimit.py). The promise is cgroup.conf as Slurm reports it
+    own configuration says (pytest_slurmflox/judges/memlimit.py). The promise is cgroup.conf as Slurm reports it
     (``scontrol show config`` at login: ConstrainRAMSpace, AllowedRAMSpace, ConstrainSwapSpace, AllowedSwapSpace,
     MinRAMSpace); what the kernel enforces the task reads from its own cgroup and every one above it (v2
     memory.max and memory.swap.max, v1 memory.limit_in_bytes and memory.memsw.limit_in_bytes), with the worker's

@@ -8,7 +8,7 @@ neither label nor taint.
 
 Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); Slurm's
 key locations from the cluster's own configuration (``scontrol show config`` at the login endpoint, munged's
-arguments on the worker: pytest_slurmflox/authkeys.py), the pod and FloxHub credential locations and forbidden
+arguments on the worker: pytest_slurmflox/judges/authkeys.py), the pod and FloxHub credential locations and forbidden
 variable names fixed here (the places Kubernetes and Flox keep them); the placement rules from the target file's
 declared worker label and taint (the reference's own on a target a substrate wrote).
 """
@@ -20,13 +20,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_slurmflox.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
 from pytest_slurmflox.base.run import command_line, quoted
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.cluster.kubeobjects import worker_pods
-from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.judges.authkeys import key_places, key_problems, parse_show_config, probe_script, uses_munge
+from pytest_slurmflox.judges.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.model.declared import PLACEMENT
-from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, declared_nodeset, requirement
 from ._cohort import across, task_identities

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.expectations import expected_revision
+from pytest_slurmflox.judges.expectations import expected_revision
 from pytest_slurmflox.model.declared import REPLICAS, REVISION, REVISION_INPUTS
 
 from ._capability import declared, requirement

@@ -4,7 +4,7 @@ Requirement: whatever export mode the user picks (default, ALL, NONE, NIL, a var
 batch scripts alike, a task's environment is exactly: the submit-side variables that mode passes, with their
 values; PATH with the environment's own entries placed per WORKER_PATH_PRECEDENCE; exactly the allow-listed
 activation variables with the values the environment defines; and the variables Slurm itself sets (the documented
-list in expectations.py), each with Slurm's own value (pytest_slurmflox/slurmenv.py: no ``SLURM_CONF``-like
+list in expectations.py), each with Slurm's own value (pytest_slurmflox/judges/slurmenv.py: no ``SLURM_CONF``-like
 redirection, and the same Slurm-set names and job-wide values on every worker). Any other added or changed variable
 FAILS, naming it. A command present both in the
 environment and in the base image resolves as the policy says.
@@ -17,7 +17,7 @@ Where the expectations come from (never from the task profile the worker wrote):
   ``--export=NIL``'s by the version the cluster reports (see NIL_SINCE);
 - the user's login variables a batch job may carry (sbatch with NONE or a variable list implies --get-user-env,
   sbatch(1)): a reference computed in the same job on the same worker by what su(1) and the login shell give
-  (pytest_slurmflox/loginenv.py); a variable that is not the reference's, name and value, still FAILS;
+  (pytest_slurmflox/judges/loginenv.py); a variable that is not the reference's, name and value, still FAILS;
 - PATH policy, allow-list, activation mode: the target file's ``expect.settings``;
 - the environment's PATH entries, the executables in them and the values its activation defines: the runtime
   provider's record of the realized generation, read through the worker pool on the host.
@@ -31,10 +31,10 @@ import pytest
 
 from pytest_slurmflox.base.run import Result, command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout
-from pytest_slurmflox.expectations import passes_through, task_env_problems
-from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin
+from pytest_slurmflox.judges.expectations import passes_through, task_env_problems
+from pytest_slurmflox.judges.loginenv import LOGIN_PROBE, implies_user_env, login_origin
+from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.model.declared import EXPORTS, MODE, PRECEDENCE
-from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import declared, requirement
 from ._marks import on_each, per_node

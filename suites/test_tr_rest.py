@@ -26,8 +26,8 @@ import pytest
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.base.waits import job_timeout, poll_last
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.expectations import task_env_problems
-from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
+from pytest_slurmflox.judges.expectations import task_env_problems
+from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 from ._capability import requirement
 from ._records import ENVIRON_PROBE, environs, require_flox_runtime, runtimes

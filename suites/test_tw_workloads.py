@@ -25,8 +25,8 @@ import pytest
 
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.cluster.slurm import SlurmError
+from pytest_slurmflox.judges.workloads import Workload, exit_status, job_nodes, load_corpus
 from pytest_slurmflox.model.siteaccess import option_name
-from pytest_slurmflox.workloads import Workload, exit_status, job_nodes, load_corpus
 
 from ._capability import requirement
 

@@ -17,7 +17,7 @@ from acceptance_helpers import cluster_of, deployed, run_pytest
 from pytest_slurmflox.suites._slurm_reasons import ASSOCIATION_REFUSAL, association_refused
 
 from pytest_slurmflox.base.run import SSHRunner
-from pytest_slurmflox.expectations import slurm_sets
+from pytest_slurmflox.judges.expectations import slurm_sets
 from pytest_slurmflox.model.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.model.target import load_target
 

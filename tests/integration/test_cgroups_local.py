@@ -185,7 +185,7 @@ def test_constrain_ram_no_fails_t8_memory_limit_then_restored_passes(deployment)
     failed = [f.rsplit("::", 1)[-1] for f in _failed(run)]
     assert failed == ["test_job_beyond_its_memory_is_killed_out_of_memory"], run.output[-4000:]
     said = [m for _, m in run.cases.values() if "a task that uses 512 MiB with --mem=64 was not killed" in m]
-    # judged against what the cluster configures, the configured values named (pytest_slurmflox/memlimit.py)
+    # judged against what the cluster configures, the configured values named (pytest_slurmflox/judges/memlimit.py)
     assert said and "ConstrainRAMSpace=no" in said[0] and "ConstrainSwapSpace=no" in said[0], run.output[-4000:]
     again = _t8(deployment, "-k", "memory")
     assert _failed(again) == [] and len(again.outcomes("passed")) == 2, again.output[-4000:]

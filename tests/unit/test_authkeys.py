@@ -1,4 +1,4 @@
-"""Where a cluster keeps its secrets (pytest_slurmflox/authkeys.py): the parser of ``scontrol show config``, the
+"""Where a cluster keeps its secrets (pytest_slurmflox/judges/authkeys.py): the parser of ``scontrol show config``, the
 places it names, and the probe T10 runs on each worker, executed here by bash as an unprivileged user (the probe is
 shell text; running it is the only honest test of it)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.authkeys import (
+from pytest_slurmflox.judges.authkeys import (
     MUNGE_DEFAULT_KEY,
     key_places,
     key_problems,
@@ -22,7 +22,7 @@ from pytest_slurmflox.authkeys import (
     resolve,
     uses_munge,
 )
-from pytest_slurmflox.slurmenv import SlurmFacts
+from pytest_slurmflox.judges.slurmenv import SlurmFacts
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_slurmflox.connection import Target, probe_runtime
-from pytest_slurmflox.expectations import Runtime, expected_exports, task_env_problems
+from pytest_slurmflox.judges.expectations import Runtime, expected_exports, task_env_problems
 from pytest_slurmflox.model import targetschema
 from pytest_slurmflox.model.declaredruntime import DeclaredRecord, parse_runtime, runtime_document
 from pytest_slurmflox.model.target import TargetError, parse_target, target_document

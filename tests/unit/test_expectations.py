@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.expectations import (
+from pytest_slurmflox.judges.expectations import (
     Runtime,
     expected_exports,
     expected_revision,
@@ -243,7 +243,7 @@ def test_expected_revision_is_the_revision_code_on_the_declared_settings():
 def test_a_task_without_any_flox_runtime_is_named_unrealized():
     """#26: T2/TP FAIL "declared environment not realized" on this decision, instead of SKIPping for a missing
     record. Environments as a task shows them under --export=NONE (what slurmd and the TaskProlog gave it)."""
-    from pytest_slurmflox.expectations import unrealized_environment
+    from pytest_slurmflox.judges.expectations import unrealized_environment
 
     bare = {"SLURM_JOB_ID": "7", "PATH": "/usr/local/bin:/usr/bin:/bin"}
     assert unrealized_environment(bare) == (

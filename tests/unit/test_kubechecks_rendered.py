@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from pytest_slurmflox.kubechecks import nodeset_problems, placement_problems, worker_template_problems
+from pytest_slurmflox.judges.kubechecks import nodeset_problems, placement_problems, worker_template_problems
 from pytest_slurmflox.model.revision import runtime_revision
 from pytest_slurmflox.model.settings import resolve
 

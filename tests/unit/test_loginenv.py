@@ -1,4 +1,5 @@
-"""The user's login environment a batch job may carry under ``sbatch --export=NONE`` (pytest_slurmflox/loginenv.py):
+"""The user's login environment a batch job may carry under ``sbatch --export=NONE``
+(pytest_slurmflox/judges/loginenv.py):
 which submissions imply --get-user-env, how TP judges a task carrying login variables, and the reference probe
 itself, run here by bash as root (the probe is shell text; running it is the only honest test of it)."""
 
@@ -11,8 +12,8 @@ import subprocess
 import pytest
 from pytest_slurmflox.suites._records import environs
 
-from pytest_slurmflox.expectations import Runtime, expected_task_path, task_env_problems
-from pytest_slurmflox.loginenv import LOGIN_PROBE, implies_user_env, login_origin
+from pytest_slurmflox.judges.expectations import Runtime, expected_task_path, task_env_problems
+from pytest_slurmflox.judges.loginenv import LOGIN_PROBE, implies_user_env, login_origin
 
 FLOX = Runtime("local/demo:1", "/nix/store/x-demo-1", "sha256:0", path=("/nix/store/x-demo-1/bin",))
 LOGIN = {

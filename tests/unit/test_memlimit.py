@@ -1,4 +1,5 @@
-"""T8's memory check judged against what the cluster configures (pytest_slurmflox/memlimit.py): unit replays of one
+"""T8's memory check judged against what the cluster configures (pytest_slurmflox/judges/memlimit.py): unit replays of
+one
 every-worker step (the marked lines each task prints, Slurm's OOM report on stderr), parsed and judged as the check
 does, for cgroup v1 and v2 workers with and without swap, under the cgroup.conf ``scontrol show config`` reports.
 
@@ -17,9 +18,9 @@ import pytest
 from pytest_slurmflox.suites._cohort import Across
 from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
-from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.memlimit import MIB, Observed, Promise, configured, memory_problem, probe
+from pytest_slurmflox.judges.authkeys import parse_show_config
+from pytest_slurmflox.judges.memlimit import MIB, Observed, Promise, configured, memory_problem, probe
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LIMIT = 64 * MIB

@@ -1,4 +1,4 @@
-"""Whether a worker holds a local account (pytest_slurmflox/nsslocal.py): nsswitch.conf parsing, the judgement of
+"""Whether a worker holds a local account (pytest_slurmflox/judges/nsslocal.py): nsswitch.conf parsing, the judgement of
 the probe's lines, and the probe itself run by bash against this host's resolver (in a private mount namespace
 whose /etc/passwd and /etc/nsswitch.conf are the test's: getent reads the real files through glibc)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.nsslocal import account_problems, probe_script, sources
+from pytest_slurmflox.judges.nsslocal import account_problems, probe_script, sources
 
 QUERIES = [("passwd", "sfxuser"), ("passwd", "4242"), ("initgroups", "sfxuser")]
 

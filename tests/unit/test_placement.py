@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.judges.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
 from pytest_slurmflox.model.target import parse_target, target_document
 
 SITE = Placement.parse("pool.example.org/hpc=compute", "pool.example.org/hpc=compute:NoExecute")

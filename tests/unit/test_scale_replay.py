@@ -1,7 +1,8 @@
 """A site's size without a big machine (issue 44): one srun step over 64, 512 and 4096 nodes, built from Slurm's own
 rules, replayed through the parsers and judges a run uses on every worker's output.
 
-The synthetic step follows what Slurm does (pytest_slurmflox/slurmscope.py names the sources) and what a 64-worker
+The synthetic step follows what Slurm does (pytest_slurmflox/judges/slurmscope.py names the sources) and what a
+64-worker
 step on the local substrate showed (Slurm 24.11): the allocation's node order is not the names' order
 (``worker[3,2,1,5,11,9-10,...]``), a task's ``SLURM_NODEID`` is its node's place in that list, srun opens one
 response port per 48 nodes and node id ``i`` gets port ``i % ports``, ``SLURM_STEP_LAUNCHER_PORT`` is the first of
@@ -22,9 +23,9 @@ from pytest_slurmflox.suites._marks import Mark, marked, per_node
 from pytest_slurmflox.suites._records import environs
 
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.hostlist import expand
-from pytest_slurmflox.slurmenv import consistency_problems
-from pytest_slurmflox.slurmscope import StepLayout, response_ports
+from pytest_slurmflox.judges.hostlist import expand
+from pytest_slurmflox.judges.slurmenv import consistency_problems
+from pytest_slurmflox.judges.slurmscope import StepLayout, response_ports
 
 SIZES = (64, 512, 4096)
 REPLAY_SECONDS = 10.0

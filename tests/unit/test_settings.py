@@ -314,7 +314,7 @@ def test_the_target_serializer_round_trips(tmp_path):
 def test_an_unpinned_reference_is_refused_so_every_target_pins_one(key, value):
     """Issue 26: why T2 has no check that the reference is pinned: no target file gets past these validators with
     anything but owner/name:generation (the check removed from T2 could never fail)."""
-    from pytest_slurmflox.expectations import is_pinned_reference
+    from pytest_slurmflox.judges.expectations import is_pinned_reference
 
     assert is_pinned_reference(resolve(env={}).settings.worker_flox_ref)
     with pytest.raises(SettingsError, match=key):

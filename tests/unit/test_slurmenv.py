@@ -1,9 +1,9 @@
-"""The names Slurm sets in a task, judged (pytest_slurmflox/slurmenv.py): pure code, environments as Slurm 24.11
+"""The names Slurm sets in a task, judged (pytest_slurmflox/judges/slurmenv.py): pure code, environments as Slurm 24.11
 gave them on the local substrate (one srun step over three workers)."""
 
 from __future__ import annotations
 
-from pytest_slurmflox.slurmenv import SlurmFacts, consistency_problems, redirection_problems
+from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
 CONFIG = "SLURM_CONF              = /etc/slurm/slurm.conf\nSlurmdSpoolDir          = /var/lib/slurm/slurmd\n"
 FACTS = SlurmFacts.parse(CONFIG)

@@ -1,4 +1,4 @@
-"""T7's time-limit judge (pytest_slurmflox/timelimit.py, issue 40 item 5): the elapsed time of a timed-out job
+"""T7's time-limit judge (pytest_slurmflox/judges/timelimit.py, issue 40 item 5): the elapsed time of a timed-out job
 against its limit plus the OverTimeLimit the cluster configures, within one slurmctld enforcement period.
 
 The configuration text is what ``scontrol show config`` printed on the local substrate (Slurm 24.11 and Debian's
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.authkeys import parse_show_config
 from pytest_slurmflox.cluster.slurm import parse_kv_line
-from pytest_slurmflox.timelimit import PERIODIC_TIMEOUT, SWEEP_LAG, enforcement
+from pytest_slurmflox.judges.authkeys import parse_show_config
+from pytest_slurmflox.judges.timelimit import PERIODIC_TIMEOUT, SWEEP_LAG, enforcement
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 START = 1_765_000_000.0

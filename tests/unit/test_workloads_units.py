@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.workloads import DEFAULT_WAIT, WorkloadError, exit_status, job_nodes, load_corpus, parse_sidecar
+from pytest_slurmflox.judges.workloads import (
+    DEFAULT_WAIT,
+    WorkloadError,
+    exit_status,
+    job_nodes,
+    load_corpus,
+    parse_sidecar,
+)
 
 
 def _corpus(tmp_path: Path) -> Path:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base.run import quoted
+from ..base.run import quoted
 
 #: munged's default key (munged(8), --key-file).
 MUNGE_DEFAULT_KEY = "/etc/munge/munge.key"

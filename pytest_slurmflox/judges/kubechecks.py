@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .model.labels import (
+from ..model.labels import (
     ANNOTATION_ACTIVATE_MODE,
     ANNOTATION_ENVIRONMENT,
     ANNOTATION_REVISION,

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model.revision import runtime_revision
+from ..model.revision import runtime_revision
 
 #: Variables Slurm itself puts into a task's environment (measured on Slurm 24.11/25.05 with srun and sbatch in
 #: every export mode; docs/evidence-table.md lists them). Any other added or changed variable is a finding.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base.run import quoted
+from ..base.run import quoted
 
 #: NSS services that keep accounts on the machine itself: /etc files (``files``, ``compat``), Berkeley DB copies
 #: of them (``db``), libnss-extrausers and nss-altfiles (other local files), systemd's userdb records and dynamic
