@@ -23,7 +23,7 @@ from .model.groups import CAPABILITY_GROUPS, GROUPS
 if TYPE_CHECKING:
     from .base.run import Runner
     from .connection import Target
-    from .profiles import Profile
+    from .reporting.profiles import Profile
 
 #: What the cluster is asked, read-only: label -> command on the login endpoint.
 FACTS: dict[str, str] = {
@@ -105,7 +105,7 @@ def doctor(path: Path, say: Callable[[str], None] = print) -> int:
     from .connection import connect
     from .model.declared import undeclared
     from .model.target import TargetError, load_target
-    from .profiles import profile_of
+    from .reporting.profiles import profile_of
 
     t0 = time.monotonic()
     try:

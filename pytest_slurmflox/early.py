@@ -27,7 +27,7 @@ from typing import Any
 
 from .cluster.submit import Jobs
 from .model.runrecord import RunRecords, locked, record_path
-from .signoff import SINCE, UNTIL
+from .reporting.signoff import SINCE, UNTIL
 
 __all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "submit_early"]
 

@@ -28,8 +28,8 @@ from .connection import Target, connect
 from .model.target import TargetSpec
 from .model.workdir import Workdir
 from .options import get_option, substrate_options
-from .sessionstate import progress_printer, session_state
-from .signoff import NOT_RUN_PREFIX
+from .reporting.sessionstate import progress_printer, session_state
+from .reporting.signoff import NOT_RUN_PREFIX
 from .sweep import sweep_run
 
 

@@ -6,7 +6,8 @@ environment SLURMFLOX_WORKER_*, SLURMFLOX_NODES, ...) follow the same
 order with one more layer, the persisted ``worker-revision.env`` between environment and ini (see settings.py);
 :func:`resolve_settings` applies it once per invocation and the result travels down from there.
 
-What the plugin knows during a run is the session state (:mod:`~pytest_slurmflox.sessionstate`), not this table.
+What the plugin knows during a run is the session state (:mod:`~pytest_slurmflox.reporting.sessionstate`), not this
+table.
 """
 
 from __future__ import annotations

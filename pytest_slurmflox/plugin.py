@@ -2,7 +2,8 @@
 
 The stateful part is :class:`~pytest_slurmflox.session.SlurmfloxSession`, registered in ``pytest_configure`` with
 the fixtures module and, on the controller of an acceptance run, the report writer. Everything a run knows lives
-in ``config.stash`` (:class:`~pytest_slurmflox.sessionstate.SessionState`), never in module globals, so several
+in ``config.stash`` (:class:`~pytest_slurmflox.reporting.sessionstate.SessionState`), never in module globals, so
+several
 pytest sessions in one process (pytester) never see each other's state.
 
 Imports point one way: plugin -> session/fixtures/report/verbs -> options/sessionstate/groups/signoff ->
@@ -32,7 +33,8 @@ from .options import (
     substrate_options,
     workdir_of,
 )
-from .report import SignoffRequest, register_report_writer
+from .reporting.report import SignoffRequest, register_report_writer
+from .reporting.sessionstate import STATE, SessionState, session_state
 from .selection import (
     Selection,
     main_job,
@@ -43,7 +45,6 @@ from .selection import (
     user_named_paths,
 )
 from .session import SlurmfloxSession
-from .sessionstate import STATE, SessionState, session_state
 from .verbs import requested_verbs, run_verbs
 
 

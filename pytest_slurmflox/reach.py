@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .base.run import SSHRunner
 from .base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
-from .signoff import NOT_RUN_PREFIX
+from .reporting.signoff import NOT_RUN_PREFIX
 
 
 @dataclass(frozen=True)

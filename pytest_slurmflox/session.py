@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from .concurrency import order_long_waits
-from .envfacts import target_facts
 from .model.groups import item_group
 from .model.settings import SettingsError, SubstrateOptions
 from .options import get_option, resolve_settings
-from .outcome import BY_PYTEST, NOT_NAMED
 from .reach import unreachable_reason
+from .reporting.envfacts import target_facts
+from .reporting.outcome import BY_PYTEST, NOT_NAMED
+from .reporting.sessionstate import SessionState, progress_printer
+from .reporting.signoff import skip_reason
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
-from .sessionstate import SessionState, progress_printer
-from .signoff import skip_reason
 from .upfailure import failed_up_line
 
 
@@ -272,7 +272,7 @@ class SlurmfloxSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
         """The run's end on the cluster first; the exit status last, once, after every reporter and the report
         writer's secret scan (the terminal summary runs inside the terminal reporter's own wrapper, which this
-        outermost one encloses): :meth:`~pytest_slurmflox.outcome.ExitRules.settle` (a provisioning run that
+        outermost one encloses): :meth:`~pytest_slurmflox.reporting.outcome.ExitRules.settle` (a provisioning run that
         collected nothing succeeded; an unsigned sign-off or a leaked secret fails the run)."""
         self._end_run()
         try:

@@ -1,4 +1,5 @@
-"""What the report's timeline draws, apart from how (:mod:`~pytest_slurmflox.timeline` draws it): one bar per check
+"""What the report's timeline draws, apart from how (:mod:`~pytest_slurmflox.reporting.timeline` draws it): one bar per
+check
 over wall time from the first check's start, the styles of every kind of bar, the axis' ticks, and the lanes checks
 share when there are too many for a row each.
 
@@ -14,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .profiles import NOT_APPLICABLE
-from .signoff import FAIL, NOT_RUN, PASS, SKIP, Check
+from .reporting.profiles import NOT_APPLICABLE
+from .reporting.signoff import FAIL, NOT_RUN, PASS, SKIP, Check
 
 
 @dataclass(frozen=True)

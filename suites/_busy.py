@@ -22,7 +22,7 @@ import pytest
 from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.model.busy import Look, look_command, parse_look, queued_job
 from pytest_slurmflox.model.runrecord import RunRecords
-from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
 
 class _Step(Protocol):
@@ -47,7 +47,8 @@ _IMMEDIATE = re.compile(r"\s*--immediate(?:=\S+)?")
 
 class BusyPastBudget(pytest.skip.Exception):
     """NOT RUN: a worker a step needs was held by other jobs for the whole budget. A skip whose reason starts with
-    :data:`~pytest_slurmflox.signoff.NOT_RUN_PREFIX` (the verdict's NOT RUN, never SKIP or FAIL); the message names
+    :data:`~pytest_slurmflox.reporting.signoff.NOT_RUN_PREFIX` (the verdict's NOT RUN, never SKIP or FAIL); the message
+    names
     each held worker, its state, and the jobs that hold it (id, user, name, expected end)."""
 
     def __init__(self, look: Look, budget: float, nodes: Sequence[str]) -> None:

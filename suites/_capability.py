@@ -46,7 +46,7 @@ def declared(target, *keys: str) -> None:
     are target-file paths of pytest_slurmflox.model.declared (``expect.settings.WORKER_CPUS``, ``identity.uid``); the
     group's row of ``declared.GROUP_KEYS`` lists them (tests/unit/test_declared.py keeps the two equal)."""
     from pytest_slurmflox.model.declared import missing
-    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+    from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
     absent = missing(target.spec.declared, keys)
     if absent:

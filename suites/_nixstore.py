@@ -83,7 +83,7 @@ def local_store_problems(target, submit, workers, environment: str) -> tuple[str
 
 def declared_store_problems(target, submit, workers) -> tuple[str, list[str], object]:
     """The declared-runtime check: (the declared realized path, one problem per worker naming it, evidence)."""
-    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+    from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
     rt = target.spec.runtime
     if not rt.nar_hash:
@@ -130,7 +130,7 @@ _LOCK_PROBE = (
 def _pinned(target, expect):
     """The pinned generation's lock obtained off the cluster (floxlock.pinned_lock): the target's ``flox.lock_file``
     or the Flox CLI here; neither is NOT RUN naming the key (what the workers are compared with comes first)."""
-    from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+    from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
     s = expect.settings
     try:

@@ -36,7 +36,7 @@ def observe_once(request: pytest.FixtureRequest, name: str, observe: Callable[[]
     An exception from ``observe`` records nothing (the next check observes again)."""
     from pytest_slurmflox.concurrency import selects_destructive
     from pytest_slurmflox.model.runrecord import once_per_run
-    from pytest_slurmflox.sessionstate import session_state
+    from pytest_slurmflox.reporting.sessionstate import session_state
 
     if selects_destructive(request.config):
         return observe()

@@ -22,7 +22,7 @@ import pytest
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.model.declared import ENV
-from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
 from ._capability import declared, declared_nodeset, requirement

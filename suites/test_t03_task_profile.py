@@ -27,7 +27,7 @@ import pytest
 from pytest_slurmflox.judges.expectations import expected_exports, expected_revision
 from pytest_slurmflox.model.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
-from pytest_slurmflox.profiles import NOT_APPLICABLE_PREFIX
+from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE_PREFIX
 
 from . import _failclosed
 from ._capability import declared, requirement

@@ -25,8 +25,8 @@ from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.judges.authkeys import parse_show_config
 from pytest_slurmflox.judges.timelimit import Enforcement, enforcement
-from pytest_slurmflox.sessionstate import session_state
-from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.reporting.sessionstate import session_state
+from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
 from ._capability import requirement
 from ._marks import Mark

@@ -27,7 +27,7 @@ from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.base.waits import WaitTimedOut, poll
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.early import SINCE, UNTIL
-from pytest_slurmflox.sessionstate import session_state
+from pytest_slurmflox.reporting.sessionstate import session_state
 from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 
 from ._capability import requirement

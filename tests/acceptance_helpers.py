@@ -43,7 +43,7 @@ LOCAL_MUST_PASS = (
 #: ``declared-revision``: a substrate's target has no hand-written revision to check).
 LOCAL_MISSING_CAPABILITIES = ("kubernetes", "flox-shim", "declared-revision")
 #: The groups whose sign-off verdict is PASS on a local cluster: T2, T4 and T10 with their Kubernetes checks NOT
-#: APPLICABLE (profile local, pytest_slurmflox/profiles.py); T1 is NOT APPLICABLE as a whole.
+#: APPLICABLE (profile local, pytest_slurmflox/reporting/profiles.py); T1 is NOT APPLICABLE as a whole.
 LOCAL_PASS_GROUPS = frozenset(
     {"T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11", "TP", "TI", "TF", "TD", "TA", "TR"}
 )

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.artifacts import ReportPaths
 from pytest_slurmflox.model.secrets import scan_for_secrets, secret_files, secret_needles
 from pytest_slurmflox.model.workdir import Workdir
-from pytest_slurmflox.validation import validate_evidence, validate_junit
+from pytest_slurmflox.reporting.artifacts import ReportPaths
+from pytest_slurmflox.reporting.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from acceptance_helpers import (
     task_prolog_exporting,
 )
 
-from pytest_slurmflox.validation import validate_evidence, validate_junit
+from pytest_slurmflox.reporting.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 

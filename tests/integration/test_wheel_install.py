@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.artifacts import ReportPaths
-from pytest_slurmflox.validation import validate_evidence, validate_junit
+from pytest_slurmflox.reporting.artifacts import ReportPaths
+from pytest_slurmflox.reporting.validation import validate_evidence, validate_junit
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from pytest_slurmflox.model.declared import (
 )
 from pytest_slurmflox.model.groups import GROUPS
 from pytest_slurmflox.model.target import parse_target
-from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SKIP, Check, group_verdict
+from pytest_slurmflox.reporting.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SKIP, Check, group_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}
@@ -227,7 +227,7 @@ def test_the_readme_table_is_the_codes_table():
 
 
 def test_the_reports_environment_table_shows_an_undeclared_expectation_as_such():
-    from pytest_slurmflox.envfacts import target_metadata
+    from pytest_slurmflox.reporting.envfacts import target_metadata
 
     bare = target_metadata("r", "existing", Path("/t.yaml"), parse_target({"login": LOGIN}))
     for row in ("Partition", "Worker image", "Environment reference", "Runtime revision (expected)"):

@@ -21,7 +21,7 @@ from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.cluster.kube import KubeClient
 from pytest_slurmflox.model.nodedebug import DEBUG_CONTAINER, READ_CONFIG, containerd_config, debug_pod, pod_name
 from pytest_slurmflox.model.target import TargetError, parse_target, target_document
-from pytest_slurmflox.signoff import NOT_RUN_PREFIX
+from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
 LOGIN = {"host": "127.0.0.1", "port": 22, "user": "u", "key": "/dev/null"}
 KUBE = {"namespace": "slurm", "nodeset": "slurm-worker-compute"}

@@ -1,6 +1,7 @@
 """Sign-off profiles (issue 26): a healthy cluster of each kind can be SIGNED OFF, and nothing else is.
 
-The verdict logic of pytest_slurmflox/signoff.py ``decide`` with each profile of pytest_slurmflox/profiles.py,
+The verdict logic of pytest_slurmflox/reporting/signoff.py ``decide`` with each profile of
+pytest_slurmflox/reporting/profiles.py,
 over checks built here (pure code; the live proof is tests/integration/test_signoff_local.py).
 """
 
@@ -13,9 +14,9 @@ import pytest
 
 from pytest_slurmflox.model.groups import DESTRUCTIVE_GROUPS, GROUPS
 from pytest_slurmflox.model.target import parse_target
-from pytest_slurmflox.profiles import NOT_APPLICABLE, PROFILES, UNKNOWN, profile_of, readme_table
-from pytest_slurmflox.report import mark_not_applicable
-from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SIGNED_OFF, SKIP, Check, decide
+from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE, PROFILES, UNKNOWN, profile_of, readme_table
+from pytest_slurmflox.reporting.report import mark_not_applicable
+from pytest_slurmflox.reporting.signoff import FAIL, NOT_RUN, NOT_RUN_PREFIX, PASS, SIGNED_OFF, SKIP, Check, decide
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE_SKIP = "missing capability kubernetes: target 'x' (local) has no Kubernetes API"

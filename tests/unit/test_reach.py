@@ -115,7 +115,7 @@ def test_every_check_is_not_run_with_the_one_reason(key: Path, tmp_path: Path):
 
 
 def test_the_verdict_says_one_shared_reason_once_and_keeps_distinct_ones_per_group():
-    from pytest_slurmflox.signoff import NOT_RUN, NOT_RUN_PREFIX, Check, decide, summary_lines
+    from pytest_slurmflox.reporting.signoff import NOT_RUN, NOT_RUN_PREFIX, Check, decide, summary_lines
 
     line = "login a@h:1 unreachable (TCP connect): Connection refused; check that sshd listens on h:1"
     same = [

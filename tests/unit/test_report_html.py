@@ -105,7 +105,7 @@ def test_skipped():
 
 TWO_CHECKS = """
 import pytest
-from pytest_slurmflox.sessionstate import progress_printer
+from pytest_slurmflox.reporting.sessionstate import progress_printer
 
 PROBE = "local: tfprobe: runtime local/broken:1 cannot be realized"
 

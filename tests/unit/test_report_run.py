@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.artifacts import ReportPaths
 from pytest_slurmflox.model.groups import CAPABILITY_GROUPS, REQUIRED_GROUPS
 from pytest_slurmflox.model.secrets import scan_for_secrets, secret_needles
-from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
-from pytest_slurmflox.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
+from pytest_slurmflox.reporting.artifacts import ReportPaths
+from pytest_slurmflox.reporting.signoff import NOT_SIGNED_OFF, SIGNED_OFF
+from pytest_slurmflox.reporting.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
 
 FAKE_CHECKS = r'''
 import os
@@ -195,7 +195,7 @@ def test_signoff_passes_only_when_every_required_group_passed(pytester, site):
 def test_a_declared_service_group_is_required():
     """#13: a target that declares a directory needs TD to PASS; one that does not, does not."""
     from pytest_slurmflox.model.target import parse_target
-    from pytest_slurmflox.signoff import required_for
+    from pytest_slurmflox.reporting.signoff import required_for
 
     doc = {"login": {"host": "h", "user": "u", "key": "/k"}}
     assert "TD" not in required_for(parse_target(doc))

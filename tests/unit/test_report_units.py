@@ -8,12 +8,22 @@ import os
 
 import pytest
 
-from pytest_slurmflox.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
-from pytest_slurmflox.envfacts import image_digest
 from pytest_slurmflox.model.groups import REQUIRED_GROUPS
 from pytest_slurmflox.model.secrets import REDACTED, Redactor, scan_for_secrets, secret_needles
-from pytest_slurmflox.profiles import NOT_APPLICABLE
-from pytest_slurmflox.signoff import FAIL, NOT_RUN, NOT_SIGNED_OFF, PASS, SIGNED_OFF, SKIP, Check, decide, summary_lines
+from pytest_slurmflox.reporting.artifacts import LONG_OUTPUT, evidence_html, externalize, summary_html
+from pytest_slurmflox.reporting.envfacts import image_digest
+from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE
+from pytest_slurmflox.reporting.signoff import (
+    FAIL,
+    NOT_RUN,
+    NOT_SIGNED_OFF,
+    PASS,
+    SIGNED_OFF,
+    SKIP,
+    Check,
+    decide,
+    summary_lines,
+)
 
 
 def _check(group: str | None, verdict: str, name: str = "t", reason: str = "") -> Check:

@@ -93,7 +93,7 @@ from pathlib import Path
 
 import pytest
 from pytest_slurmflox.base.run import LocalRunner
-from pytest_slurmflox.sessionstate import session_state
+from pytest_slurmflox.reporting.sessionstate import session_state
 from pytest_slurmflox.suites._shared import observe_once
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T3]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.signoff import SINCE, UNTIL, CheckCollector
+from pytest_slurmflox.reporting.signoff import SINCE, UNTIL, CheckCollector
 
 
 def _report(when: str, start: float, stop: float, props: list) -> pytest.TestReport:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.artifacts import ReportPaths
 from pytest_slurmflox.model.groups import REQUIRED_GROUPS
-from pytest_slurmflox.outcome import BY_PYTEST, NOT_NAMED
-from pytest_slurmflox.signoff import NOT_SIGNED_OFF, SIGNED_OFF
-from pytest_slurmflox.validation import validate_evidence
+from pytest_slurmflox.reporting.artifacts import ReportPaths
+from pytest_slurmflox.reporting.outcome import BY_PYTEST, NOT_NAMED
+from pytest_slurmflox.reporting.signoff import NOT_SIGNED_OFF, SIGNED_OFF
+from pytest_slurmflox.reporting.validation import validate_evidence
 
 #: One passing check per required group, a second one in T6 (the check -k leaves out), a destructive group's check
 #: and a marked one (``slow``, for ``-m``); TW exists only with a workload corpus.
@@ -183,7 +183,7 @@ def test_the_groups_asked_for_stay_the_required_set(pytester, site):
 def test_the_verdict_names_a_dozen_checks_and_a_failure_stays_a_failure():
     """The pure verdict: a group that ran only part of itself is NOT RUN naming (at most a dozen of) the checks left
     out, all of them in ``left_out``; a group that FAILed stays FAIL whatever else it left out."""
-    from pytest_slurmflox.signoff import FAIL, Check, decide
+    from pytest_slurmflox.reporting.signoff import FAIL, Check, decide
 
     checks = [Check("m.py::ok", "T6"), Check("m.py::bad", "T7", verdict=FAIL, reason="boom")]
     left = {f"m.py::t6_{i}": ("T6", BY_PYTEST) for i in range(14)} | {"m.py::t7": ("T7", BY_PYTEST)}

@@ -8,10 +8,10 @@ import itertools
 import re
 from html.parser import HTMLParser
 
-from pytest_slurmflox.artifacts import evidence_html, notes_html, report_style, summary_html
-from pytest_slurmflox.profiles import NOT_APPLICABLE
-from pytest_slurmflox.signoff import FAIL, NOT_RUN, PASS, SKIP, Check, decide
-from pytest_slurmflox.timeline import (
+from pytest_slurmflox.reporting.artifacts import evidence_html, notes_html, report_style, summary_html
+from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE
+from pytest_slurmflox.reporting.signoff import FAIL, NOT_RUN, PASS, SKIP, Check, decide
+from pytest_slurmflox.reporting.timeline import (
     COLOURS,
     FULL_ROWS,
     TOP_END,

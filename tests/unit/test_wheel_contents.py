@@ -75,7 +75,13 @@ def test_wheel_carries_suites_provision_envs_and_schemas(wheel):
             assert expected, f"nothing under {SOURCES[sub]} in the checkout"
             missing = sorted(expected - names)
             assert not missing, f"{sub}: missing from the wheel: {missing[:10]}"
-        for module in ("plugin.py", "report.py", "judges/workloads.py", "model/target.py", "model/evidence.py"):
+        for module in (
+            "plugin.py",
+            "reporting/report.py",
+            "judges/workloads.py",
+            "model/target.py",
+            "model/evidence.py",
+        ):
             assert f"pytest_slurmflox/{module}" in names
         assert "pytest_slurmflox/suites/test_tw_workloads.py" in names
         # executable bits survive (provision scripts and environment binaries run on nodes as they are)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .model.secrets import Redactor
-from .model.workdir import atomic_write
+from ..model.secrets import Redactor
+from ..model.workdir import atomic_write
+from ..timeline_data import style_of, style_rules
 from .profiles import NOT_APPLICABLE
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
-from .timeline_data import style_of, style_rules
 
 #: Outputs longer than this go to logs/ as files; the HTML and evidence.json keep an excerpt and a link.
 LONG_OUTPUT = 4000
@@ -61,7 +61,7 @@ def report_style() -> str:
     inline ``<style>`` element: the report stays one self-contained file. The rules live in ``resources/report.css``
     (data apart from the writer, as pytest-html keeps its own ``resources/style.css``); the colours of the verdicts'
     classes are generated from the one mapping that names them (:data:`~pytest_slurmflox.timeline_data.STYLES`)."""
-    css = (Path(__file__).parent / "resources" / "report.css").read_text(encoding="utf-8") + style_rules()
+    css = (Path(__file__).parents[1] / "resources" / "report.css").read_text(encoding="utf-8") + style_rules()
     return f'<style id="slurmflox-style">{css}</style>'
 
 

@@ -1,7 +1,8 @@
 """The controller's report writer: HTML (through pytest-html), JUnit XML (through pytest's junitxml) and
 evidence.json, plus the secret scan of everything written.
 
-Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slurmflox.artifacts`). The writer is
+Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slurmflox.reporting.artifacts`). The writer
+is
 given all it needs in its constructor (paths, session state, the options that decide the verdict); it imports no
 plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/envfacts.
 
@@ -22,6 +23,9 @@ from typing import Any
 
 import pytest
 
+from ..model.groups import GROUPS
+from ..model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
+from ..model.workdir import atomic_write
 from .artifacts import (
     LONG_OUTPUT,
     ReportPaths,
@@ -33,9 +37,6 @@ from .artifacts import (
     summary_html,
 )
 from .envfacts import FACT_ROWS, target_metadata
-from .model.groups import GROUPS
-from .model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
-from .model.workdir import atomic_write
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .sessionstate import SessionState
 from .signoff import (

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model.groups import DESTRUCTIVE_GROUPS, GROUPS
+from ..model.groups import DESTRUCTIVE_GROUPS, GROUPS
 from .profiles import NOT_APPLICABLE, NOT_APPLICABLE_PREFIX, UNKNOWN, Profile, profile_of
 
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"

@@ -23,7 +23,7 @@ def target_metadata(run_id: str, substrate: str | None, target_path: Path | None
     if target_path is None or spec is None:
         rows["Target"] = str(target_path) if target_path else "none"
         return rows
-    from .model.declared import ENV, IMAGE, KUBERNETES, PARTITION, REPLICAS, REVISION, REVISION_INPUTS, missing
+    from ..model.declared import ENV, IMAGE, KUBERNETES, PARTITION, REPLICAS, REVISION, REVISION_INPUTS, missing
 
     exp = spec.expect
 

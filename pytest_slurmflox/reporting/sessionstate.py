@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from .model.evidence import EvidenceLog
-from .model.runrecord import RunRecords, new_start
-from .model.settings import Resolved
-from .model.target import TargetSpec
-from .model.workdir import Workdir
+from ..model.evidence import EvidenceLog
+from ..model.runrecord import RunRecords, new_start
+from ..model.settings import Resolved
+from ..model.target import TargetSpec
+from ..model.workdir import Workdir
 from .outcome import Deselected, ExitRules
 
 

@@ -17,8 +17,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .signoff import Check
-from .timeline_data import (
+from ..timeline_data import (
     COLOURS,
     OTHER,
     STYLES,
@@ -32,6 +31,7 @@ from .timeline_data import (
     tick_label,
     ticks,
 )
+from .signoff import Check
 
 __all__ = ["COLOURS", "TOP_END", "TOP_START", "bars", "hoist_top", "jobs_and_workers", "timeline_html", "wrap"]
 

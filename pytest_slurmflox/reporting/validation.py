@@ -13,7 +13,7 @@ SCHEMA_ID = "slurmflox-evidence/1"
 
 def schema_path(name: str) -> Path:
     """A schema shipped in the package (``evidence.json``, ``junit.json``)."""
-    return Path(__file__).parent / "schemas" / name
+    return Path(__file__).parents[1] / "schemas" / name
 
 
 def load_schema(name: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS
+from ..model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS
 
 #: The verdict of a check or group that cannot apply to this kind of target (never PASS, never a required SKIP).
 NOT_APPLICABLE = "NOT APPLICABLE"
