@@ -1,6 +1,7 @@
 """pytest hooks only: options registration, configuration and the verbs' entry point.
 
-The stateful part is :class:`~pytest_slurmflox.session.SlurmfloxSession`, registered in ``pytest_configure`` with
+The stateful part is :class:`~pytest_slurmflox.harness.session.SlurmfloxSession`, registered in ``pytest_configure``
+with
 the fixtures module and, on the controller of an acceptance run, the report writer. Everything a run knows lives
 in ``config.stash`` (:class:`~pytest_slurmflox.reporting.sessionstate.SessionState`), never in module globals, so
 several
@@ -18,11 +19,9 @@ from typing import Any
 
 import pytest
 
-from . import fixtures
-from .concurrency import apply_default_workers
-from .model.groups import MARKERS
-from .model.runrecord import start_of
-from .options import (
+from .harness import fixtures
+from .harness.concurrency import apply_default_workers
+from .harness.options import (
     EarlyOptions,
     add_options,
     checked_busy_timeout,
@@ -33,9 +32,7 @@ from .options import (
     substrate_options,
     workdir_of,
 )
-from .reporting.report import SignoffRequest, register_report_writer
-from .reporting.sessionstate import STATE, SessionState, session_state
-from .selection import (
+from .harness.selection import (
     Selection,
     main_job,
     main_job_paths,
@@ -44,8 +41,12 @@ from .selection import (
     reports_wanted,
     user_named_paths,
 )
-from .session import SlurmfloxSession
-from .verbs import requested_verbs, run_verbs
+from .harness.session import SlurmfloxSession
+from .harness.verbs import requested_verbs, run_verbs
+from .model.groups import MARKERS
+from .model.runrecord import start_of
+from .reporting.report import SignoffRequest, register_report_writer
+from .reporting.sessionstate import STATE, SessionState, session_state
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,12 +59,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     checked = get_option(config, "slurmflox_check_target")
     if checked:
-        from .doctor import doctor
+        from .harness.doctor import doctor
 
         return doctor(Path(checked))
     starter = get_option(config, "slurmflox_init_target")
     if starter:
-        from .starter import init_target
+        from .harness.starter import init_target
 
         return init_target(Path(starter), get_option(config, "slurmflox_init_login"))
     verbs = requested_verbs(config)

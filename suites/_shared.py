@@ -34,7 +34,7 @@ def observe_once(request: pytest.FixtureRequest, name: str, observe: Callable[[]
     """``observe()``'s value, made at most once in the run under ``name``: JSON values, and :class:`Result` objects
     anywhere in them (they come back as themselves, and as this check's evidence where another check ran them).
     An exception from ``observe`` records nothing (the next check observes again)."""
-    from pytest_slurmflox.concurrency import selects_destructive
+    from pytest_slurmflox.harness.concurrency import selects_destructive
     from pytest_slurmflox.model.runrecord import once_per_run
     from pytest_slurmflox.reporting.sessionstate import session_state
 

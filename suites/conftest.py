@@ -92,10 +92,10 @@ def _cohort_preflight(workers: list[str]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
-    """Jobs checks need long before they run (pytest_slurmflox/early.py): submitted once per run as soon as the
+    """Jobs checks need long before they run (pytest_slurmflox/harness/early.py): submitted once per run as soon as the
     pre-flight passed, so a time limit's minute runs beside the other checks."""
     from pytest_slurmflox.cluster.submit import Jobs
-    from pytest_slurmflox.early import early_jobs, submit_early
+    from pytest_slurmflox.harness.early import early_jobs, submit_early
 
     run_id = slurmflox_state.run_id
     jobs = Jobs.of(target, run_id, "early")
@@ -104,11 +104,12 @@ def _early_jobs(request, _cohort_preflight, target, slurmflox_state) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _early_workers(request, _early_jobs, target, slurmflox_state) -> Iterator[None]:
-    """Throwaway workers TF judges last (pytest_slurmflox/throwaway.py): started once per run after the pre-flight
+    """Throwaway workers TF judges last (pytest_slurmflox/harness/throwaway.py): started once per run after the
+    pre-flight
     and the early jobs, so their time out of Slurm runs beside the other checks; one no check of the run claimed is
     stopped when the run's last process ends."""
-    from pytest_slurmflox.concurrency import selects_destructive
-    from pytest_slurmflox.throwaway import early_workers, join, leave, release_unclaimed, start_early
+    from pytest_slurmflox.harness.concurrency import selects_destructive
+    from pytest_slurmflox.harness.throwaway import early_workers, join, leave, release_unclaimed, start_early
 
     specs = early_workers(request.session.items)
     # a run that may roll the cohort (T11) leaves them to their checks: a throwaway worker alive through a rollout

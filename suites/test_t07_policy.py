@@ -2,7 +2,7 @@
 
 Requirement: the scheduling features users rely on are unchanged on the Kubernetes-owned workers. The time-limit
 job is an early job (Slurm enforces limits in whole minutes, checked periodically): submitted once per run right
-after the pre-flight (pytest_slurmflox/early.py), it runs beside every other check, and the check, ordered last,
+after the pre-flight (pytest_slurmflox/harness/early.py), it runs beside every other check, and the check, ordered last,
 collects what Slurm did with it. So are the array's, the afterok and afternotok chains' and the two singleton jobs:
 those checks only wait on Slurm, so their jobs run beside the other checks and the checks judge what Slurm
 did, the same jobs and the same judgement as when a check submits its own (no early record: the pre-flight failed,
@@ -22,7 +22,7 @@ from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
 from pytest_slurmflox.cluster.slurm import TERMINAL_STATES, parse_kv_line
 from pytest_slurmflox.cluster.submit import Jobs
-from pytest_slurmflox.early import SINCE, UNTIL, Claimed, EarlyJob, claim
+from pytest_slurmflox.harness.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.judges.authkeys import parse_show_config
 from pytest_slurmflox.judges.timelimit import Enforcement, enforcement
 from pytest_slurmflox.reporting.sessionstate import session_state

@@ -24,7 +24,7 @@ import pytest
 from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.base.waits import poll_last
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.connection import login_runner
+from pytest_slurmflox.harness.connection import login_runner
 from pytest_slurmflox.model.directory import DirectoryIdentity, lookup, membership_ldif
 
 from ._capability import requirement

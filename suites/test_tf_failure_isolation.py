@@ -11,7 +11,7 @@ Where the expectations come from: the broken definitions are the local runtime p
 worker must report is known here; the healthy cohort is the ``workers`` fixture (Slurm cross-checked with the
 owner).
 
-Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/throwaway.py):
+Both throwaway workers are started with the run (``early(EarlyWorker(...))``, pytest_slurmflox/harness/throwaway.py):
 their time out of Slurm runs beside the other checks, and each check, run last, judges a worker that has been out of
 Slurm since then, waiting only for what is left of :data:`WINDOW` (the whole window when it started its own).
 """
@@ -26,9 +26,9 @@ import pytest
 from pytest_slurmflox.base.run import quoted
 from pytest_slurmflox.base.waits import WaitTimedOut, poll
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.early import SINCE, UNTIL
+from pytest_slurmflox.harness.early import SINCE, UNTIL
+from pytest_slurmflox.harness.throwaway import EarlyWorker, Started, claim_worker
 from pytest_slurmflox.reporting.sessionstate import session_state
-from pytest_slurmflox.throwaway import EarlyWorker, Started, claim_worker
 
 from ._capability import requirement
 from ._marks import Mark, every_worker_step
@@ -64,7 +64,7 @@ def _never_registers(target, worker: EarlyWorker, since: float, window: float = 
 def _claimed(request, target, worker: EarlyWorker) -> Started:
     """The run's early start of ``worker`` (or one now). The check's span starts when the worker did; when the window
     closed before the check, ordered last, got to look, the span ends with the window (as an early job's ends when
-    Slurm ended it, pytest_slurmflox/early.py): it is what the check would take alone, not the run's length."""
+    Slurm ended it, pytest_slurmflox/harness/early.py): it is what the check would take alone, not the run's length."""
     started = claim_worker(target.pool, session_state(request.config).records, worker)
     request.node.user_properties.append((SINCE, started.at))
     if time.time() >= started.at + WINDOW:

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.TW]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "workload" not in metafunc.fixturenames:
         return
-    from pytest_slurmflox.options import get_option
+    from pytest_slurmflox.harness.options import get_option
 
     directory = get_option(metafunc.config, "slurmflox_workloads")
     corpus = load_corpus(Path(directory).expanduser()) if directory else []

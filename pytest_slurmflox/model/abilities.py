@@ -1,7 +1,8 @@
 """What a worker owner can do beyond :class:`~pytest_slurmflox.model.pool.WorkerPool`, each ability a small ABC.
 
 A pool declares an ability by subclassing it (the local pool: isolating workers, service restart, runtime record,
-Nix store record, directory changes; the qemu NodeSet pool: node admin). :func:`~pytest_slurmflox.connection.connect`
+Nix store record, directory changes; the qemu NodeSet pool: node admin).
+:func:`~pytest_slurmflox.harness.connection.connect`
 turns the abilities a pool has into capabilities with ``isinstance``, and a check asks the target
 (``target.why_missing("runtime-record")``), never the pool's attributes: a method renamed on one pool then fails
 the ABC at construction instead of quietly turning a check into a SKIP (the same reason ``pool.py``

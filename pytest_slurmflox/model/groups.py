@@ -46,8 +46,10 @@ MARKERS = {
     **{group: f"acceptance group {group}: {text}" for group, text in GROUPS.items()},
     "long_wait": "waits a fixed span on Slurm (a time limit): scheduled first so the wait overlaps the rest; "
     "with early=EarlyJob(...) its job is submitted after the pre-flight and the check runs last",
-    "early": "early(EarlyJob(...) or EarlyWorker(...), ...): the check's jobs (pytest_slurmflox/early.py) or throwaway "
-    "workers (pytest_slurmflox/throwaway.py) are started after the pre-flight and the check, run last, judges them",
+    "early": "early(EarlyJob(...) or EarlyWorker(...), ...): the check's jobs (pytest_slurmflox/harness/early.py) or "
+    "throwaway "
+    "workers (pytest_slurmflox/harness/throwaway.py) are started after the pre-flight and the check, run last, judges "
+    "them",
     "whole_cohort": "holds every worker at once (an exclusive step across the cohort): runs after every other check, "
     "so its pending allocation never holds another check's job behind it",
     "judges_shared": "judges an observation a sibling check makes once in the run (suites/_shared.py): runs after "

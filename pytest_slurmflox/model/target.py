@@ -2,7 +2,8 @@
 
 A substrate writes a target file when it brings a cluster up (through :func:`target_document`, the one
 serializer); a customer writes one by hand for an existing cluster. Either way the suites see the same thing (see
-:mod:`~pytest_slurmflox.connection` for the live handles): what the deployment is expected to run, where its login
+:mod:`~pytest_slurmflox.harness.connection` for the live handles): what the deployment is expected to run, where its
+login
 is, and, for a substrate-backed target, the settings it was deployed with.
 
 Target file (YAML)::

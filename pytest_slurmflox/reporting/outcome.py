@@ -1,14 +1,15 @@
 """What a run's outcome is made of besides its test reports, each with one owner.
 
 - :class:`Deselected`: what this process's selection left out and why, and every acceptance check the collected
-  modules hold (:attr:`Deselected.inventory`: what a group *has*, not what ran). :class:`~pytest_slurmflox.selection.
+  modules hold (:attr:`Deselected.inventory`: what a group *has*, not what ran).
+:class:`~pytest_slurmflox.harness.selection.
   Selection` records its own reasons, the session's ``pytest_deselected`` hook adds what pytest's ``-k``, ``-m``,
   ``--deselect`` or ``--lf`` dropped, and the end of collection what the paths or node ids named left out; the
   terminal summary and the verdict (a required group NOT RUN naming each check it did not run) read the same
   record. Under pytest-xdist the workers collect and deselect; each hands its record to the controller
   (``workeroutput``).
 - :class:`ExitRules`: why the exit status differs from pytest's own. The report writer notes an unsigned
-  sign-off and leaked secrets here; :class:`~pytest_slurmflox.session.SlurmfloxSession` alone sets
+  sign-off and leaked secrets here; :class:`~pytest_slurmflox.harness.session.SlurmfloxSession` alone sets
   ``session.exitstatus``, once, after every reporter (and the artifact scan) is done.
 """
 

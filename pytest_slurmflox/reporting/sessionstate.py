@@ -33,7 +33,8 @@ class SessionState:
     resolved: Resolved | None = None
     target_path: Path | None = None
     target_source: str = ""  #: how the target was found: --slurmflox-target, --slurmflox-up, recorded
-    #: the target file read once in this process (:meth:`~pytest_slurmflox.session.SlurmfloxSession.read_target`),
+    #: the target file read once in this process
+    #: (:meth:`~pytest_slurmflox.harness.session.SlurmfloxSession.read_target`),
     #: or the objects ``up`` wrote it from; handed to the fixtures, the report writer and the sweep
     spec: TargetSpec | None = None
     spec_error: str = ""  #: why the target file could not be read (the fixtures turn it into a usage error)

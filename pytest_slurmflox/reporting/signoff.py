@@ -30,7 +30,7 @@ EXCERPT = 1500
 #: A group's reason names at most this many checks that did not run (evidence.json's ``left_out`` has them all).
 NAMED = 12
 #: The report property saying when a check's work began before its setup (epoch seconds): a job submitted for it
-#: early in the run (pytest_slurmflox/early.py). Its span, not its pytest duration, is what it cost the run.
+#: early in the run (pytest_slurmflox/harness/early.py). Its span, not its pytest duration, is what it cost the run.
 SINCE = "slurmflox_since"
 #: The report property saying when what a check waited for on Slurm ended (epoch seconds, Slurm's EndTime): a check
 #: ordered last to collect an early job ends its span there, not when it got round to collecting.

@@ -25,7 +25,7 @@ from acceptance_helpers import (
     task_prolog_exporting,
 )
 
-from pytest_slurmflox.concurrency import AUTO_WORKERS
+from pytest_slurmflox.harness.concurrency import AUTO_WORKERS
 
 pytestmark = pytest.mark.integration
 

@@ -82,7 +82,7 @@ def test_destructive_lifecycle_groups_pass(cluster):
 
 
 def _target(workdir: Path):
-    from pytest_slurmflox.connection import connect
+    from pytest_slurmflox.harness.connection import connect
     from pytest_slurmflox.model.target import load_target
 
     return connect(load_target(workdir / "target.yaml"))

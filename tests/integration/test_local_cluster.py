@@ -197,10 +197,11 @@ def test_failing_activation_never_registers(cluster, login):
 
 
 def test_early_throwaway_worker_is_claimed_once_and_released_when_unclaimed(cluster):
-    """TF's throwaway workers start with the run (pytest_slurmflox/throwaway.py): one start per run, one claim; a
+    """TF's throwaway workers start with the run (pytest_slurmflox/harness/throwaway.py): one start per run, one claim;
+    a
     second claim starts its own; one nobody claimed is stopped at session end, and a later claim starts again."""
+    from pytest_slurmflox.harness.throwaway import EarlyWorker, claim_worker, release_unclaimed, start_early
     from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start
-    from pytest_slurmflox.throwaway import EarlyWorker, claim_worker, release_unclaimed, start_early
 
     pool = cluster["sub"].pool()
     spec = EarlyWorker("isoearly", "local/failhook:1")

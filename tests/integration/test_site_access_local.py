@@ -26,8 +26,8 @@ import pytest
 import yaml
 from acceptance_helpers import clean_env, deployed, local_substrate, node_sh, run_pytest
 
-from pytest_slurmflox.doctor import doctor
-from pytest_slurmflox.starter import init_target
+from pytest_slurmflox.harness.doctor import doctor
+from pytest_slurmflox.harness.starter import init_target
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from acceptance_helpers import deployed, group_verdicts, run_pytest
 from sshd import keygen, running_agent, running_sshd
 
 from pytest_slurmflox.base.sshconnect import KeyUnusable
-from pytest_slurmflox.connection import login_runner
+from pytest_slurmflox.harness.connection import login_runner
 from pytest_slurmflox.model.target import load_target
 
 pytestmark = pytest.mark.integration

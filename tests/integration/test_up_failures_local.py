@@ -33,7 +33,7 @@ STAGES = (
     (f"{L}.pool:LocalWorkerPool.converge_cohort", "bug"),  # workers started
     (f"{L}.forwarders:LoginForwarder.ensure", "unavailable"),  # login node and its forwarder
     (f"{L}.substrate:LocalSubstrate._wait_rest", "bug"),  # everything up, REST answered
-    ("pytest_slurmflox.deploy:reconcile", "bug"),  # the cluster is up; the cohort's reconcile fails
+    ("pytest_slurmflox.harness.deploy:reconcile", "bug"),  # the cluster is up; the cohort's reconcile fails
 )
 
 

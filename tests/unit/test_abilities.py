@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.connection import _probe_pool
+from pytest_slurmflox.harness.connection import _probe_pool
 from pytest_slurmflox.model.abilities import (
     ABILITIES,
     DirectoryChanges,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.concurrency import AUTO_WORKERS, selects_checks, workers_wanted
-from pytest_slurmflox.early import EarlyJob, early_jobs
+from pytest_slurmflox.harness.concurrency import AUTO_WORKERS, selects_checks, workers_wanted
+from pytest_slurmflox.harness.early import EarlyJob, early_jobs
 
 CHECKS = """
 import pytest
-from pytest_slurmflox.early import EarlyJob
+from pytest_slurmflox.harness.early import EarlyJob
 pytestmark = pytest.mark.acceptance
 
 @pytest.mark.T8

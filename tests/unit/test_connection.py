@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pytest_slurmflox.base.run import SSHRunner
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.connection import connect, login_runner
+from pytest_slurmflox.harness.connection import connect, login_runner
 from pytest_slurmflox.model.abilities import ABILITIES
 from pytest_slurmflox.model.target import TargetSpec, parse_target
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_slurmflox.connection import Target, probe_runtime
+from pytest_slurmflox.harness.connection import Target, probe_runtime
 from pytest_slurmflox.judges.expectations import Runtime, expected_exports, task_env_problems
 from pytest_slurmflox.model import targetschema
 from pytest_slurmflox.model.declaredruntime import DeclaredRecord, parse_runtime, runtime_document

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slurmflox.deploy import DeployError, up
+from pytest_slurmflox.harness.deploy import DeployError, up
 from pytest_slurmflox.model.settings import SettingsError, SubstrateOptions, resolve
 from pytest_slurmflox.model.target import TargetSpec, parse_target
 from pytest_slurmflox.model.workdir import Workdir

@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pytest_slurmflox.early import EarlyJob, claim, submit_early
+from pytest_slurmflox.harness.early import EarlyJob, claim, submit_early
 from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start
 
 JOB = EarlyJob("T7-timelimit", "#!/bin/bash\nsleep 600\n", ("--time=1",))

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from pytest_slurmflox.base.run import LocalRunner, quoted
 from pytest_slurmflox.cluster.slurm import SlurmClient
 from pytest_slurmflox.cluster.submit import Jobs
+from pytest_slurmflox.harness.options import checked_run_id, run_id_of
 from pytest_slurmflox.model.siteaccess import parse_site_access
-from pytest_slurmflox.options import checked_run_id, run_id_of
 
 HOSTILE_RUN_IDS = ["../x", "a/../../b", "a..b", "$(touch {marker})", "a b", "x;touch {marker}", "-rf", "a" * 65]
 

@@ -66,7 +66,7 @@ def test_read_only_consumers_call_only_methods_of_the_view():
 def test_node_admin_is_a_capability_only_where_the_pool_reaches_the_nodes():
     """T1's node containerd check needs root on the Kubernetes nodes: our qemu pool has it; a customer's read-only
     view and the local pool (no Kubernetes nodes) do not, so their targets report node-admin missing, with why."""
-    from pytest_slurmflox.connection import _probe_pool
+    from pytest_slurmflox.harness.connection import _probe_pool
 
     assert callable(getattr(NodeSetPool, "containerd_config", None))
     assert not hasattr(NodeSetView, "containerd_config") and not hasattr(LocalWorkerPool, "containerd_config")
@@ -108,7 +108,7 @@ def test_a_customer_target_gets_the_view_and_imports_no_substrate_code(tmp_path)
     """Run in a fresh interpreter, so modules other tests imported cannot hide an import of substrate code."""
     code = """
 import sys, types
-from pytest_slurmflox.fixtures import _pool_factory
+from pytest_slurmflox.harness.fixtures import _pool_factory
 from pytest_slurmflox.model.abilities import ABILITIES
 from pytest_slurmflox.cluster.nodeset import NodeSetView
 spec = types.SimpleNamespace(substrate="kubernetes", workdir=None, kubernetes=types.SimpleNamespace(nodeset="ns1"))

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_slurmflox.harness.selection import Selection
 from pytest_slurmflox.model.secrets import REDACTED, Redactor
 from pytest_slurmflox.model.target import Endpoint
 from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.reporting.outcome import BY_PYTEST, NEVER_RAN, Deselected, ExitRules
-from pytest_slurmflox.selection import Selection
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_slurmflox"
 OK, FAILED, NONE, INTERRUPTED = (

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.harness.options import OPTIONS
 from pytest_slurmflox.model.groups import DESTRUCTIVE_GROUPS, GROUPS, MARKERS
 from pytest_slurmflox.model.settings import KEYS
-from pytest_slurmflox.options import OPTIONS
 
 
 def test_help_lists_every_option_with_env_and_ini(pytester: pytest.Pytester):
@@ -189,7 +189,7 @@ def test_every_environment_knob_is_a_row_of_the_option_table():
 
 
 def test_substrate_knobs_reach_the_substrate_from_the_environment(pytester: pytest.Pytester, monkeypatch):
-    from pytest_slurmflox.options import substrate_options
+    from pytest_slurmflox.harness.options import substrate_options
 
     monkeypatch.setenv("SLURMFLOX_QEMU_ACCEL", "tcg")
     monkeypatch.setenv("SLURMFLOX_QEMU_RESTRICT", "1")

@@ -190,7 +190,7 @@ def _capabilities(spec, pool_class) -> set[str]:
     """What ``connection.connect`` finds on a healthy cluster of this kind: every probe that asks the cluster
     answers (Slurm, the declared admin login and services, Kubernetes with the Flox RuntimeClass when declared),
     and the pool's abilities and the declared runtime as connect derives them (its own helpers, on a bare pool)."""
-    from pytest_slurmflox.connection import _probe_pool, probe_runtime
+    from pytest_slurmflox.harness.connection import _probe_pool, probe_runtime
 
     caps = {"slurm", *(s for s in ("directory", "accounting", "rest") if spec.declares(s))}
     caps |= {"admin"} if spec.admin is not None else set()

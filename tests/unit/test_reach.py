@@ -17,9 +17,9 @@ import pytest
 from sshd import free_port, keygen
 
 from pytest_slurmflox.base.run import SSHRunner
-from pytest_slurmflox.connection import connect
+from pytest_slurmflox.harness.connection import connect
+from pytest_slurmflox.harness.reach import reach
 from pytest_slurmflox.model.target import parse_target
-from pytest_slurmflox.reach import reach
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What a run collects and selects (pytest_slurmflox/selection.py), unit by unit and as a whole command.
+"""What a run collects and selects (pytest_slurmflox/harness/selection.py), unit by unit and as a whole command.
 
 Issue 25: in the checkout, ``--slurmflox-up=local -m acceptance`` collected ``tests/`` too (``testpaths``), whose
 modules need the test extra: a newcomer's first command stopped with four collection errors. And a bare
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_slurmflox import selection
+from pytest_slurmflox.harness import selection
 
 REPO = Path(__file__).resolve().parents[2]
 

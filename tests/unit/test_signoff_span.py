@@ -1,5 +1,6 @@
 """A check's span (#16): the wall time from its first action to its end. For a check whose job was submitted early
-in the run (pytest_slurmflox/early.py) the span starts at that submission, so neither the report's timeline nor the
+in the run (pytest_slurmflox/harness/early.py) the span starts at that submission, so neither the report's timeline nor
+the
 benchmark makes the longest check look shorter than its wait on Slurm was."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from sshd import Agent, Sshd, keygen, running_agent, running_sshd
 
 from pytest_slurmflox.base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
-from pytest_slurmflox.connection import connect, login_runner
+from pytest_slurmflox.harness.connection import connect, login_runner
 from pytest_slurmflox.model.target import TargetSpec, parse_target
 
 

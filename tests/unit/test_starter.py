@@ -19,9 +19,9 @@ import pytest
 import yaml
 from sshd import free_port, keygen
 
+from pytest_slurmflox.harness.starter import Facts, document, init_target, login_section, parse_facts, render
 from pytest_slurmflox.model import targetschema
 from pytest_slurmflox.model.target import parse_target
-from pytest_slurmflox.starter import Facts, document, init_target, login_section, parse_facts, render
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: Answers as a 24.11 cluster prints them (the ClusterName line from a real ``scontrol show config``).

@@ -133,7 +133,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 #: The plugin layer operates a deployment, so it may reach substrate code, but only lazily (inside a function, through
 #: ``make_substrate`` and the substrate's errors): loading the plugin never loads a substrate.
-PLUGIN_LAYER = {"deploy", "fixtures", "session", "verbs"}
+PLUGIN_LAYER = {"harness.deploy", "harness.fixtures", "harness.session", "harness.verbs"}
 
 
 def test_core_modules_never_import_substrates():

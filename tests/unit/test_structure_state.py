@@ -52,13 +52,13 @@ def test_the_target_file_is_read_in_one_place():
         ]
     # the doctor (--slurmflox-check-target) reads its file at cmdline_main, where no run and no session exists;
     # the starter (--slurmflox-init-target) parses only the login it was given, at cmdline_main too
-    verbs = ("pytest_slurmflox/doctor.py:", "pytest_slurmflox/starter.py:")
+    verbs = ("pytest_slurmflox/harness/doctor.py:", "pytest_slurmflox/harness/starter.py:")
     run = [call for call in calls if not call.startswith(verbs)]
-    assert len(run) == 1 and run[0].startswith("pytest_slurmflox/session.py:") and len(calls) <= 3, calls
+    assert len(run) == 1 and run[0].startswith("pytest_slurmflox/harness/session.py:") and len(calls) <= 3, calls
 
 
 def test_session_does_not_take_the_spec_from_the_report_module():
-    tree = ast.parse((PACKAGE / "session.py").read_text())
+    tree = ast.parse((PACKAGE / "harness/session.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names} | {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_slurmflox.base.run import LocalRunner, Result
 from pytest_slurmflox.cluster.submit import is_run_id
-from pytest_slurmflox.sweep import sweep_run
+from pytest_slurmflox.harness.sweep import sweep_run
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""TF's throwaway workers started with the run (pytest_slurmflox/throwaway.py): which checks declare one, and when the
+"""TF's throwaway workers started with the run (pytest_slurmflox/harness/throwaway.py): which checks declare one, and
+when the
 run's last process may release one nobody claimed. The starts and claims on a real pool are in
 tests/integration/test_local_cluster.py."""
 
@@ -8,9 +9,9 @@ import uuid
 
 import pytest
 
-from pytest_slurmflox.early import EarlyJob
+from pytest_slurmflox.harness.early import EarlyJob
+from pytest_slurmflox.harness.throwaway import EarlyWorker, early_workers, join, leave
 from pytest_slurmflox.model.runrecord import RunRecords, forget, new_start
-from pytest_slurmflox.throwaway import EarlyWorker, early_workers, join, leave
 
 BROKEN = EarlyWorker("tfprobe", "local/broken:1")
 HOOK = EarlyWorker("tfhook", "local/failhook:1")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.harness.verbs import VerbContext, destroy, down, status, strip_secrets
 from pytest_slurmflox.model.settings import SubstrateOptions, resolve
 from pytest_slurmflox.model.workdir import Workdir
 from pytest_slurmflox.substrates import SUBSTRATES, Substrate
-from pytest_slurmflox.verbs import VerbContext, destroy, down, status, strip_secrets
 
 
 class Recorded(Substrate):

@@ -2,7 +2,7 @@
 
 A check that waits a fixed span on Slurm (T7's time limit: Slurm acts in whole minutes) costs the run that span
 wherever it sits. Submitted when the session starts, its job runs beside every other check, and the check, ordered
-last (:func:`pytest_slurmflox.concurrency.order_long_waits`), only collects what Slurm did; no worker sits idle
+last (:func:`pytest_slurmflox.harness.concurrency.order_long_waits`), only collects what Slurm did; no worker sits idle
 waiting for it. One submission per run even under pytest-xdist: a run's processes share its id and take turns on a
 lock file; the first submits and records the job id, and the check, in whichever process runs it, claims the
 record once. A check that finds no record (the pre-flight failed, or the run selected it some other way) submits
@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cluster.submit import Jobs
-from .model.runrecord import RunRecords, locked, record_path
-from .reporting.signoff import SINCE, UNTIL
+from ..cluster.submit import Jobs
+from ..model.runrecord import RunRecords, locked, record_path
+from ..reporting.signoff import SINCE, UNTIL
 
 __all__ = ["EARLY", "SINCE", "UNTIL", "Claimed", "EarlyJob", "claim", "early_jobs", "submit_early"]
 

@@ -4,7 +4,8 @@ TF's requirement is that a worker whose runtime cannot be realized never registe
 see it stay out of Slurm for a window (:data:`suites.test_tf_failure_isolation.WINDOW`). Started by the check, that
 window would hold an xdist process idle; started when the run starts (right after the pre-flight, next to the early
 jobs of early.py), the window runs beside every other check; the check, ordered last
-(``@pytest.mark.early(EarlyWorker(...))``, pytest_slurmflox/concurrency.py), looks at a worker that has been out of
+(``@pytest.mark.early(EarlyWorker(...))``, pytest_slurmflox/harness/concurrency.py), looks at a worker that has been out
+of
 Slurm since then (a dynamic node that registered stays listed), and waits only for what is left of the window, if
 anything.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .model.runrecord import RunRecords, locked, record_path
+from ..model.runrecord import RunRecords, locked, record_path
 
 __all__ = [
     "EarlyWorker",

@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base.run import Observer, Result, Runner, SSHRunner
-from .base.sshconnect import Hop
-from .cluster.slurm import SlurmClient
-from .model.abilities import ABILITIES, RuntimeRecord
-from .model.pool import WorkerPool, WorkerView
-from .model.target import Endpoint, Expectations, TargetSpec
+from ..base.run import Observer, Result, Runner, SSHRunner
+from ..base.sshconnect import Hop
+from ..cluster.slurm import SlurmClient
+from ..model.abilities import ABILITIES, RuntimeRecord
+from ..model.pool import WorkerPool, WorkerView
+from ..model.target import Endpoint, Expectations, TargetSpec
 from .reach import reach
 
 
@@ -45,7 +45,7 @@ class Target:
         """The runtime record the workers are judged against (capability ``runtime-record``): the target file's
         declared ``runtime`` (a customer's record of the pinned generation) when it has one, else the pool's."""
         if self.spec.runtime is not None:
-            from .model.declaredruntime import DeclaredRecord
+            from ..model.declaredruntime import DeclaredRecord
 
             mode = self.expect.settings.worker_flox_activate_mode
             return DeclaredRecord(self.spec.runtime, self.expect.environment, mode)
@@ -109,7 +109,7 @@ def _probe_kubernetes(spec: TargetSpec, caps: set[str], missing: dict[str, str])
         missing["kubernetes"] = reason
         missing["flox-shim"] = reason + "; the Flox containerd shim exists only on Kubernetes nodes"
         return None
-    from .cluster.kube import KubeClient
+    from ..cluster.kube import KubeClient
 
     kube = KubeClient(spec.kubernetes.kubeconfig, spec.kubernetes.context, spec.kubernetes.namespace)
     if not kube.reachable():
@@ -156,7 +156,7 @@ def _probe_directory(spec: TargetSpec, runner: Runner, caps: set[str], missing: 
     if spec.directory is None:
         missing["directory"] = f"target {spec.name!r} declares no directory service (directory: uri, base, user)"
         return
-    from .model.directory import probe
+    from ..model.directory import probe
 
     try:
         why = probe(runner, spec.directory)

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
+from ..model.groups import item_group
+from ..model.settings import SettingsError, SubstrateOptions
+from ..reporting.envfacts import target_facts
+from ..reporting.outcome import BY_PYTEST, NOT_NAMED
+from ..reporting.sessionstate import SessionState, progress_printer
+from ..reporting.signoff import skip_reason
 from .concurrency import order_long_waits
-from .model.groups import item_group
-from .model.settings import SettingsError, SubstrateOptions
 from .options import get_option, resolve_settings
 from .reach import unreachable_reason
-from .reporting.envfacts import target_facts
-from .reporting.outcome import BY_PYTEST, NOT_NAMED
-from .reporting.sessionstate import SessionState, progress_printer
-from .reporting.signoff import skip_reason
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
 from .upfailure import failed_up_line
 
@@ -58,7 +58,7 @@ class SlurmfloxSession:
         is read, all go (runrecord.begin)."""
         controller = not hasattr(self.config, "workerinput") and not self.config.option.collectonly
         if controller:
-            from .model.runrecord import begin
+            from ..model.runrecord import begin
 
             begin(self.state.records)
         up = get_option(self.config, "slurmflox_up")
@@ -74,7 +74,7 @@ class SlurmfloxSession:
         """The one read of the target file in this process (at configure time on the controller, after ``up``
         wrote it, or the path the xdist controller handed down): the fixtures, the report writer and the sweep take
         ``state.spec`` from here. An unreadable file is remembered as ``state.spec_error``."""
-        from .model.target import TargetError, load_target
+        from ..model.target import TargetError, load_target
 
         state = self.state
         if state.target_path is None or state.spec is not None:
@@ -112,8 +112,8 @@ class SlurmfloxSession:
             raise pytest.UsageError(f"slurmflox: {refusal(state)}")
 
     def _provision(self, substrate_name: str) -> None:
+        from ..substrates import SubstrateUnavailable
         from .deploy import DeployError, up
-        from .substrates import SubstrateUnavailable
 
         state = self.state
         try:
@@ -151,7 +151,7 @@ class SlurmfloxSession:
         spec = state.spec
         if spec is None:
             return [*lines, f"slurmflox: target file unreadable: {state.spec_error}"]
-        from .model.declared import REVISION, REVISION_INPUTS, missing, undeclared_message
+        from ..model.declared import REVISION, REVISION_INPUTS, missing, undeclared_message
 
         expect = spec.expect
         if missing(spec.declared, REVISION_INPUTS) and missing(spec.declared, (REVISION,)):
@@ -166,7 +166,7 @@ class SlurmfloxSession:
 
     def _settings_line(self) -> str:
         """Without a target, the revision the current settings would deploy (the only resolution of this run)."""
-        from .model.revision import runtime_revision
+        from ..model.revision import runtime_revision
 
         state = self.state
         try:
@@ -189,7 +189,7 @@ class SlurmfloxSession:
 
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
         """Acceptance checks run only when asked for; destructive groups only when named or allowed; the long
-        waits are placed (:func:`~pytest_slurmflox.concurrency.order_long_waits`)."""
+        waits are placed (:func:`~pytest_slurmflox.harness.concurrency.order_long_waits`)."""
         if not self.workloads_given:  # backstop for TW checks marked in ways the collector hook cannot see
             items[:] = [i for i in items if not (i.get_closest_marker("TW") and i.get_closest_marker("acceptance"))]
         selection = Selection.of(self.config, self.state.substrate, self.state.deselected)
@@ -287,7 +287,7 @@ class SlurmfloxSession:
         to the controller) were still writing records when this ran before them (seen in CI: a cohort record left
         in /tmp by the SIGTERM test). A worker that outlived the controller (its parent is another process now)
         removes them itself: nothing of the run needs them any more."""
-        from .model.runrecord import forget, orphaned
+        from ..model.runrecord import forget, orphaned
 
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):

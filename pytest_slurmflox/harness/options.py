@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from .cluster.submit import is_run_id
-from .model.groups import DESTRUCTIVE_GROUPS
-from .model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
-from .model.workdir import Workdir, WorkerRevisionFile
+from ..cluster.submit import is_run_id
+from ..model.groups import DESTRUCTIVE_GROUPS
+from ..model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
+from ..model.workdir import Workdir, WorkerRevisionFile
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 
@@ -227,7 +227,7 @@ def checked_up(config: pytest.Config) -> None:
 def checked_workloads(config: pytest.Config) -> None:
     """``--slurmflox-workloads`` (CLI > env > ini), when given, is a corpus of customer scripts that loads, or a
     one-line :class:`pytest.UsageError` says what is wrong with it (nothing was run)."""
-    from .judges.workloads import WorkloadError, load_corpus
+    from ..judges.workloads import WorkloadError, load_corpus
 
     workloads = get_option(config, "slurmflox_workloads")
     if workloads:
@@ -240,7 +240,7 @@ def checked_workloads(config: pytest.Config) -> None:
 def checked_busy_timeout(config: pytest.Config) -> None:
     """``--slurmflox-busy-timeout`` (CLI > env > ini), when given, is a number of seconds, or a one-line
     :class:`pytest.UsageError` (nothing was run)."""
-    from .model.busy import resolve_busy_timeout
+    from ..model.busy import resolve_busy_timeout
 
     try:
         resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)

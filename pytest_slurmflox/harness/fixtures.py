@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from .cluster.gates import require
+from ..cluster.gates import require
+from ..model.target import TargetSpec
+from ..model.workdir import Workdir
+from ..reporting.sessionstate import progress_printer, session_state
+from ..reporting.signoff import NOT_RUN_PREFIX
 from .connection import Target, connect
-from .model.target import TargetSpec
-from .model.workdir import Workdir
 from .options import get_option, substrate_options
-from .reporting.sessionstate import progress_printer, session_state
-from .reporting.signoff import NOT_RUN_PREFIX
 from .sweep import sweep_run
 
 
@@ -39,7 +39,7 @@ def _pool_factory(config: pytest.Config):
 
     def factory(spec: TargetSpec, kube: Any) -> Any:
         if spec.substrate in ("local", "qemu") and spec.workdir is not None and spec.deployed is not None:
-            from .substrates import make_substrate
+            from ..substrates import make_substrate
 
             workdir = Workdir(spec.workdir)
             options = substrate_options(config)
@@ -48,7 +48,7 @@ def _pool_factory(config: pytest.Config):
                 return substrate.pool()
             return None
         if kube is not None and spec.kubernetes is not None:
-            from .cluster.nodeset import NodeSetView
+            from ..cluster.nodeset import NodeSetView
 
             return NodeSetView(kube, spec.kubernetes.nodeset)
         return None
@@ -152,7 +152,7 @@ def kube(target: Target) -> Any:
 def busy_timeout(pytestconfig: pytest.Config, target: Target) -> float:
     """Seconds a step that needs every worker waits for workers other jobs hold (busy.py): the option
     (``--slurmflox-busy-timeout``, env, ini), else the target file's ``slurm.busy_timeout``, else 600."""
-    from .model.busy import resolve_busy_timeout
+    from ..model.busy import resolve_busy_timeout
 
     return resolve_busy_timeout(get_option(pytestconfig, "slurmflox_busy_timeout"), target.spec.busy_timeout)
 
@@ -160,7 +160,7 @@ def busy_timeout(pytestconfig: pytest.Config, target: Target) -> float:
 @pytest.fixture
 def submit(request: pytest.FixtureRequest, target: Target, busy_timeout: float) -> Iterator[Any]:
     """Submit as the unprivileged user from the login endpoint; jobs named after the run and the check."""
-    from .cluster.submit import Jobs
+    from ..cluster.submit import Jobs
 
     require(target, "slurm")
     state = session_state(request.config)

@@ -3,10 +3,11 @@
 A run is as long as its longest check only if that check starts at once and everything else fits beside it. The
 longest checks here wait on Slurm for a span the check cannot shorten (T7's time limit: Slurm acts in whole minutes,
 checked periodically); such checks carry the ``long_wait`` marker. One whose job is an early job
-(``long_wait(early=...)``, pytest_slurmflox/early.py) has its job running since the pre-flight, so
+(``long_wait(early=...)``, pytest_slurmflox/harness/early.py) has its job running since the pre-flight, so
 :func:`order_long_waits` puts it last: every worker runs the short checks beside the job, and the check only
 collects the result. So does a check whose jobs are all early jobs (``early(...)``: an array, a dependency
-chain) or whose throwaway worker is started with the run (TF's time out of Slurm, pytest_slurmflox/throwaway.py): it
+chain) or whose throwaway worker is started with the run (TF's time out of Slurm,
+pytest_slurmflox/harness/throwaway.py): it
 waits beside the other checks instead of holding a process. Any other long wait goes first:
 under pytest-xdist ``--dist load`` the first items go out first, so it runs on one worker from the start while the
 other workers take the rest.
@@ -23,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from ..model.groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
 from .early import EARLY
-from .model.groups import DESTRUCTIVE_GROUPS, GROUPS, parse_groups
 from .options import get_option
 
 #: The marker of a check that waits a fixed span on Slurm: scheduled first.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from .base.run import SSHRunner
-from .base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
-from .reporting.signoff import NOT_RUN_PREFIX
+from ..base.run import SSHRunner
+from ..base.sshconnect import HostKeyRefused, KeyUnusable, RouteRefused
+from ..reporting.signoff import NOT_RUN_PREFIX
 
 
 @dataclass(frozen=True)

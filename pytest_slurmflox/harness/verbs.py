@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from .model.settings import Settings, SettingsError, SubstrateOptions
-from .model.workdir import Workdir
+from ..model.settings import Settings, SettingsError, SubstrateOptions
+from ..model.workdir import Workdir
 from .options import get_option, resolve_settings, workdir_of
 
 VERBS = ("slurmflox_status", "slurmflox_down", "slurmflox_destroy", "slurmflox_strip_secrets")
@@ -28,7 +28,7 @@ class VerbContext:
     say: Callable[[str], None]
 
     def substrate(self) -> object:
-        from .substrates import make_substrate
+        from ..substrates import make_substrate
 
         return make_substrate(self.substrate_name, self.settings, self.workdir, self.say, self.options)
 
@@ -94,7 +94,7 @@ def requested_verbs(config: pytest.Config) -> list[str]:
 
 def run_verbs(config: pytest.Config, verbs: list[str], options: SubstrateOptions) -> int:
     """Run ``verbs`` in table order; the first that fails ends the run with its exit status."""
-    from .substrates import SubstrateUnavailable
+    from ..substrates import SubstrateUnavailable
 
     started = time.monotonic()
 

@@ -12,8 +12,8 @@ import re
 import time
 import traceback
 
-from .model.secrets import Redactor
-from .model.workdir import Workdir, atomic_write
+from ..model.secrets import Redactor
+from ..model.workdir import Workdir, atomic_write
 
 #: What a message says -> what the user can do about it (the first match wins).
 HINTS: tuple[tuple[str, str], ...] = (

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster.lifecycle import Outcome, ReconcileError, Reconciler
+from ..cluster.lifecycle import Outcome, ReconcileError, Reconciler
+from ..model.evidence import EvidenceLog
+from ..model.pool import WorkerPool
+from ..model.settings import Resolved, SubstrateOptions
+from ..model.target import TargetSpec
+from ..model.workdir import Workdir, WorkerRevisionFile
 from .connection import connect
-from .model.evidence import EvidenceLog
-from .model.pool import WorkerPool
-from .model.settings import Resolved, SubstrateOptions
-from .model.target import TargetSpec
-from .model.workdir import Workdir, WorkerRevisionFile
 
 
 class DeployError(RuntimeError):
@@ -43,7 +43,7 @@ def up(
 ) -> Deployed:
     """Provision ``substrate_name`` with ``resolved`` settings and reconcile its cohort. Raises
     :class:`DeployError`, or :class:`~pytest_slurmflox.substrates.SubstrateUnavailable` (the caller names it)."""
-    from .substrates import make_substrate
+    from ..substrates import make_substrate
 
     explicit = frozenset(resolved.explicit_worker)
     substrate = make_substrate(substrate_name, resolved.settings, workdir, say, options, explicit)

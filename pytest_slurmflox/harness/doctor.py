@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .model.groups import CAPABILITY_GROUPS, GROUPS
+from ..model.groups import CAPABILITY_GROUPS, GROUPS
 
 if TYPE_CHECKING:
-    from .base.run import Runner
+    from ..base.run import Runner
+    from ..reporting.profiles import Profile
     from .connection import Target
-    from .reporting.profiles import Profile
 
 #: What the cluster is asked, read-only: label -> command on the login endpoint.
 FACTS: dict[str, str] = {
@@ -47,8 +47,8 @@ class GroupLine:
 
 def foresee(target: Target, profile: Profile, undeclared: dict[str, list[str]]) -> list[GroupLine]:
     """Each non-destructive group's foreseen outcome on a connected ``target`` (connection.Target)."""
-    from .cluster.gates import DECLARED_BY
-    from .model.groups import DESTRUCTIVE_GROUPS
+    from ..cluster.gates import DECLARED_BY
+    from ..model.groups import DESTRUCTIVE_GROUPS
 
     required = set(profile.required())
     lines = []
@@ -102,10 +102,10 @@ def ask(login: Runner, say: Callable[[str], None]) -> None:
 
 def doctor(path: Path, say: Callable[[str], None] = print) -> int:
     """Check the target file at ``path`` against the cluster it names; the exit status (see the module)."""
+    from ..model.declared import undeclared
+    from ..model.target import TargetError, load_target
+    from ..reporting.profiles import profile_of
     from .connection import connect
-    from .model.declared import undeclared
-    from .model.target import TargetError, load_target
-    from .reporting.profiles import profile_of
 
     t0 = time.monotonic()
     try:

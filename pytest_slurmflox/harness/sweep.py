@@ -9,10 +9,10 @@ login endpoint just for this).
 
 from __future__ import annotations
 
-from .base.run import Runner, quoted
-from .cluster.slurm import SlurmClient
-from .cluster.submit import RUNS_DIR, is_run_id
-from .model.target import TargetSpec
+from ..base.run import Runner, quoted
+from ..cluster.slurm import SlurmClient
+from ..cluster.submit import RUNS_DIR, is_run_id
+from ..model.target import TargetSpec
 
 
 def sweep_run(login: Runner, slurm: SlurmClient | None, run_id: str, *, keep: bool) -> None:

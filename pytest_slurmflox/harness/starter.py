@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from ..model import targetschema
 from .doctor import FACTS, answers, show
-from .model import targetschema
 
 if TYPE_CHECKING:
-    from .model.target import TargetSpec
+    from ..model.target import TargetSpec
 
 #: What the starter asks, read-only: the doctor's facts, the cluster's name, the login user's default account.
 STARTER_FACTS: dict[str, str] = {
@@ -83,7 +83,7 @@ def parse_facts(found: Mapping[str, tuple[bool, str]]) -> Facts:
 def login_section(text: str) -> dict[str, Any]:
     """The ``login`` section ``[user@]host[:port]`` gives (what the user passed, nothing more); ValueError in one
     line when it is not of that form."""
-    from .model.endpoint import split_hop
+    from ..model.endpoint import split_hop
 
     hop = split_hop(text) if text and "," not in text else None
     if hop is None:
@@ -182,7 +182,7 @@ def _write_new(path: Path, text: str) -> bool:
 
 def _prepare(path: Path, login: str | None) -> tuple[dict[str, Any], TargetSpec] | str:
     """The login section and the target to connect with, or the one-line refusal (nothing connected)."""
-    from .model.target import parse_target
+    from ..model.target import parse_target
 
     refused = _refusal(path, login)
     if refused is not None:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from .model.groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
-from .model.settings import KEYS
-from .model.workdir import Workdir
+from ..model.groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
+from ..model.settings import KEYS
+from ..model.workdir import Workdir
+from ..reporting.outcome import Deselected
 from .options import OPTIONS, get_option
-from .reporting.outcome import Deselected
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
 #: Options that make an invocation a main job (a run of the product, not of the project's tests).
