@@ -15,8 +15,8 @@ from pytest_slurmflox.model.revision import runtime_revision
 from pytest_slurmflox.model.settings import resolve
 
 pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
-from pytest_slurmflox.render import chart as rc
-from pytest_slurmflox.render import values as rv
+from pytest_slurmflox.substrates.qemu.render import chart as rc
+from pytest_slurmflox.substrates.qemu.render import values as rv
 
 CHARTS_ROOT = rc.default_charts_root()
 CHARTS = rc.find_slurm_charts(CHARTS_ROOT) if CHARTS_ROOT.is_dir() else {}

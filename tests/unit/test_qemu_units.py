@@ -15,7 +15,6 @@ import yaml
 
 from pytest_slurmflox.model.settings import SettingsError, resolve
 from pytest_slurmflox.model.workdir import Workdir
-from pytest_slurmflox.render.cloudinit import SeedSpec, render_seed
 from pytest_slurmflox.substrates import SubstrateUnavailable
 from pytest_slurmflox.substrates import proc as pidproof
 from pytest_slurmflox.substrates.proc import ProcessProof
@@ -23,6 +22,7 @@ from pytest_slurmflox.substrates.qemu import QemuSubstrate, fabric, seed
 from pytest_slurmflox.substrates.qemu.guest import guest_script_dir
 from pytest_slurmflox.substrates.qemu.images import BootSpec, ImageError, local_image, parse_checksum_file
 from pytest_slurmflox.substrates.qemu.network import offline_reason
+from pytest_slurmflox.substrates.qemu.render.cloudinit import SeedSpec, render_seed
 from pytest_slurmflox.substrates.qemu.testimage import host_debian_mirror
 from pytest_slurmflox.substrates.qemu.vm import TCG_ARGS, Accel, Vm, VmSpec, choose_accel, qemu_argv
 

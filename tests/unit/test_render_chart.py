@@ -16,9 +16,9 @@ import pytest
 
 from pytest_slurmflox.model.revision import runtime_revision, short_revision
 from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA, Settings, resolve
-from pytest_slurmflox.render import chart as rc
-from pytest_slurmflox.render import crd as rcrd
-from pytest_slurmflox.render import values as rv
+from pytest_slurmflox.substrates.qemu.render import chart as rc
+from pytest_slurmflox.substrates.qemu.render import crd as rcrd
+from pytest_slurmflox.substrates.qemu.render import values as rv
 
 pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")

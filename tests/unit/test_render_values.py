@@ -14,8 +14,8 @@ import pytest
 
 from pytest_slurmflox.model.revision import runtime_revision
 from pytest_slurmflox.model.settings import Settings, SettingsError, resolve
-from pytest_slurmflox.render import chart as rc
-from pytest_slurmflox.render import values as rv
+from pytest_slurmflox.substrates.qemu.render import chart as rc
+from pytest_slurmflox.substrates.qemu.render import values as rv
 
 BASE_PASSWD = "root:x:0:0:root:/root:/bin/bash\n"
 BASE_GROUP = "root:x:0:\n"

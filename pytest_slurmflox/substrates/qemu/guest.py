@@ -15,9 +15,9 @@ from pathlib import Path
 from ...base.run import HostKeyRefused, Result, SSHRunner, quoted
 from ...base.waits import WaitTimedOut, poll_missing
 from ...model.workdir import Workdir
-from ...render.cloudinit import ADMIN_USER
 from .. import SubstrateUnavailable
 from . import fabric
+from .render.cloudinit import ADMIN_USER
 
 #: Sent ahead of every guest script (``fetch``, ``offline``, ``apt_or_offline``, ``dnf_or_offline``).
 GUEST_LIB = "_lib.sh"

@@ -62,7 +62,7 @@ class NodeSetPool(NodeSetView, WorkerPool, NodeAdmin):
         """Render the values for ``settings``' worker runtime and worker count (the deployment's own settings
         elsewhere), place them on node1 and ``helm upgrade --install``."""
         from ...model.settings import WORKER_KEYS
-        from ...render.values import render_slurm_values, test_identity_files
+        from .render.values import render_slurm_values, test_identity_files
 
         runtime = {key.lower(): getattr(settings, key.lower()) for key in WORKER_KEYS}
         # the cohort's size too: COMPUTE_REPLICAS is outside the revision, but the Reconciler applies a change of it

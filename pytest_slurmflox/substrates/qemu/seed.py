@@ -18,9 +18,9 @@ from pathlib import Path
 
 from ...model.settings import SettingsError
 from ...model.workdir import Workdir, atomic_write, write_secret
-from ...render.cloudinit import SeedSpec, render_seed
 from .. import SubstrateUnavailable
 from . import fabric
+from .render.cloudinit import SeedSpec, render_seed
 
 
 @dataclass(frozen=True)

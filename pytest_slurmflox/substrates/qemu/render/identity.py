@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.settings import Settings
+from ....model.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def default_charts_root() -> Path:
     configured = os.environ.get(CHARTS_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[3] / "shared" / "reference" / "slinky"
+    return Path(__file__).resolve().parents[5] / "shared" / "reference" / "slinky"
 
 
 class ChartUnavailable(RuntimeError):

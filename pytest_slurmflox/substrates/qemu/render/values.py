@@ -28,7 +28,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from ..model.labels import (
+from ....model.labels import (
     ANNOTATION_ACTIVATE_MODE,
     ANNOTATION_ENVIRONMENT,
     ANNOTATION_REVISION,
@@ -36,8 +36,8 @@ from ..model.labels import (
     LABEL_NATIVE_WORKER,
     LABEL_REVISION_SHORT,
 )
-from ..model.revision import runtime_revision, short_revision
-from ..model.settings import PROTECTED_CONTAINERS, Settings, SettingsError
+from ....model.revision import runtime_revision, short_revision
+from ....model.settings import PROTECTED_CONTAINERS, Settings, SettingsError
 from .identity import IdentityFiles, test_identity_files  # noqa: F401  (test_identity_files: re-exported)
 
 # ------------------------------------------------------------------------------------------ fixed names
