@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...timeline_data import style_of, style_rules
 from ..model.secrets import Redactor
 from ..model.workdir import atomic_write
-from ..timeline_data import style_of, style_rules
 from .profiles import NOT_APPLICABLE
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
 
@@ -60,7 +60,8 @@ def report_style() -> str:
     """The style of slurmflox's block at the top of the report (readable over pytest-html's grey body text), as an
     inline ``<style>`` element: the report stays one self-contained file. The rules live in ``resources/report.css``
     (data apart from the writer, as pytest-html keeps its own ``resources/style.css``); the colours of the verdicts'
-    classes are generated from the one mapping that names them (:data:`~pytest_slurmflox.timeline_data.STYLES`)."""
+    classes are generated from the one mapping that names them
+    (:data:`~pytest_slurmflox.reporting.timeline_data.STYLES`)."""
     css = (Path(__file__).parents[1] / "resources" / "report.css").read_text(encoding="utf-8") + style_rules()
     return f'<style id="slurmflox-style">{css}</style>'
 

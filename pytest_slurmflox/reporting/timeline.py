@@ -1,11 +1,13 @@
 """The run as a picture: an inline SVG timeline for the HTML report, and the move of the sign-off block above
-pytest-html's environment table. What is drawn (bars, styles, ticks, lanes) is :mod:`~pytest_slurmflox.timeline_data`'s.
+pytest-html's environment table. What is drawn (bars, styles, ticks, lanes) is
+:mod:`~pytest_slurmflox.reporting.timeline_data`'s.
 
 Why a picture: a reader sees at once which check held the run up (T7's time limit), what ran side by side and what
 failed. The picture starts at the first check; a provisioning before it (``--slurmflox-up``) is one narrow band at
 the left labelled with its duration, never drawn to scale. The axis has a tick every few seconds; the legend names
-every kind of bar (:data:`~pytest_slurmflox.timeline_data.STYLES`). Up to
-:data:`~pytest_slurmflox.timeline_data.FULL_ROWS` checks each get a row with their whole name, their jobs and workers;
+every kind of bar (:data:`~pytest_slurmflox.reporting.timeline_data.STYLES`). Up to
+:data:`~pytest_slurmflox.reporting.timeline_data.FULL_ROWS` checks each get a row with their whole name, their jobs and
+workers;
 more share lanes per group (a thin bar each, the name on hover), so the picture stays short of the results table.
 Self-contained on purpose: plain SVG elements, no script, no fonts or images fetched, so the report opens offline.
 """
@@ -17,7 +19,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..timeline_data import (
+from ...timeline_data import (
     COLOURS,
     OTHER,
     STYLES,
@@ -123,7 +125,8 @@ def _full_rows(rows: Sequence[Bar], plot_x: float, scale: float) -> tuple[list[s
 
 
 def _lane_rows(rows: Sequence[Bar], plot_x: float, scale: float) -> tuple[list[str], float]:
-    """Checks in lanes per group (:func:`~pytest_slurmflox.timeline_data.lanes`): a thin bar each, its name and
+    """Checks in lanes per group (:func:`~pytest_slurmflox.reporting.timeline_data.lanes`): a thin bar each, its name
+    and
     detail on hover; the group and its number of checks label the group's first lane."""
     parts, y, previous = [], float(_HEAD), None
     counts: dict[str, int] = {}
@@ -161,7 +164,8 @@ def _legend(rows: Sequence[Bar], up: float | None) -> str:
 
 
 def _axis(span: float, plot_x: float, scale: float, bottom: float) -> str:
-    """A labelled tick every few seconds (:func:`~pytest_slurmflox.timeline_data.ticks`), its line down the plot."""
+    """A labelled tick every few seconds (:func:`~pytest_slurmflox.reporting.timeline_data.ticks`), its line down the
+    plot."""
     parts = []
     for t in ticks(span):
         x = plot_x + t * scale

@@ -24,7 +24,7 @@ from pytest_slurmflox.reporting.timeline import (
     timeline_svg,
     wrap,
 )
-from pytest_slurmflox.timeline_data import STYLES, UP, lanes, tick_label, ticks
+from pytest_slurmflox.reporting.timeline_data import STYLES, UP, lanes, tick_label, ticks
 
 
 def test_jobs_and_workers_from_sbatch_and_squeue_rows():

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .reporting.profiles import NOT_APPLICABLE
-from .reporting.signoff import FAIL, NOT_RUN, PASS, SKIP, Check
+from .profiles import NOT_APPLICABLE
+from .signoff import FAIL, NOT_RUN, PASS, SKIP, Check
 
 
 @dataclass(frozen=True)
