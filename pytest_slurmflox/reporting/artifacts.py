@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...timeline_data import style_of, style_rules
 from ..model.secrets import Redactor
 from ..model.workdir import atomic_write
 from .profiles import NOT_APPLICABLE
 from .signoff import EXCERPT, FAIL, PASS, SKIP, SignOff
+from .timeline_data import style_of, style_rules
 
 #: Outputs longer than this go to logs/ as files; the HTML and evidence.json keep an excerpt and a link.
 LONG_OUTPUT = 4000

@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...timeline_data import (
+from .signoff import Check
+from .timeline_data import (
     COLOURS,
     OTHER,
     STYLES,
@@ -33,7 +34,6 @@ from ...timeline_data import (
     tick_label,
     ticks,
 )
-from .signoff import Check
 
 __all__ = ["COLOURS", "TOP_END", "TOP_START", "bars", "hoist_top", "jobs_and_workers", "timeline_html", "wrap"]
 
