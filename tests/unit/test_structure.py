@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,8 @@ def _modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if "suites" not in p.relative_to(PACKAGE).parts)
 
 
-def _name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def _name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -55,7 +56,12 @@ def test_no_module_over_400_lines_and_no_function_over_60():
 
 def _imports(path: Path) -> set[str]:
     """Every pytest_slurmflox module ``path`` imports, at any depth of its body."""
-    name = _name(path)
+    return _imports_from(path, ROOT)
+
+
+def _imports_from(path: Path, root: Path) -> set[str]:
+    """:func:`_imports` of a file in a copy of the package under ``root``."""
+    name = _name(path, root)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -129,6 +135,124 @@ def test_the_local_substrate_has_no_import_cycle():
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: The folder order: which folders each folder's modules may import (besides their own folder). ``plugin.py`` (the
+#: ``pytest11`` entry point) and the suites stand above every folder; nothing imports ``harness``, the run. The
+#: substrates are reached from ``harness`` only lazily (the next test holds that). docs/architecture.md draws this.
+FOLDER_ORDER: dict[str, frozenset[str]] = {
+    "harness": frozenset({"reporting", "cluster", "judges", "model", "base", "substrates"}),
+    "substrates": frozenset({"cluster", "model", "base"}),
+    "reporting": frozenset({"model", "base"}),
+    "cluster": frozenset({"model", "base"}),
+    "judges": frozenset({"model", "base"}),
+    "model": frozenset({"base"}),
+    "base": frozenset(),
+}
+#: Modules directly under pytest_slurmflox/ (the package's ``__init__`` and the entry point), at most this many.
+MAX_TOP_MODULES = 12
+
+
+def _folder(module: str) -> str | None:
+    """The folder a module lives in (``pytest_slurmflox.model.target`` -> ``model``); None at the top."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FOLDER_ORDER) else None
+
+
+def _order_offenders(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from one folder into another that the folder order does not allow, and any import of the entry
+    point; an import of the package itself (its empty ``__init__``) is no edge."""
+    offenders = []
+    for module, deps in sorted(graph.items()):
+        src = _folder(module)
+        for dep in sorted(deps):
+            dst = _folder(dep)
+            if dep == "pytest_slurmflox.plugin" or (src is not None and dst is None and dep != "pytest_slurmflox"):
+                offenders.append(f"{module} -> {dep}")
+            elif src is not None and dst is not None and src != dst and dst not in FOLDER_ORDER.get(src, ()):
+                offenders.append(f"{module} -> {dep} ({src} may import {sorted(FOLDER_ORDER.get(src, ()))})")
+    return offenders
+
+
+def test_every_folder_imports_only_what_the_folder_order_allows():
+    """At any depth of a body: a lazy import against the order is still against it."""
+    graph = _graph()
+    assert {_folder(m) for m in graph} - {None} == set(FOLDER_ORDER), "a folder the order does not name"
+    assert _order_offenders(graph) == []
+
+
+def test_the_folder_order_fails_on_a_planted_import():
+    """The real graph plus one import each way the order forbids: the model reaching up into the run, the report
+    into the cluster, the cluster into the report, a judge into the cluster, the base into the model, and a
+    folder importing the entry point."""
+    planted = {
+        "pytest_slurmflox.model.settings": "pytest_slurmflox.harness.session",
+        "pytest_slurmflox.reporting.report": "pytest_slurmflox.cluster.slurm",
+        "pytest_slurmflox.cluster.submit": "pytest_slurmflox.reporting.signoff",
+        "pytest_slurmflox.judges.expectations": "pytest_slurmflox.cluster.kube",
+        "pytest_slurmflox.base.run": "pytest_slurmflox.model.settings",
+        "pytest_slurmflox.cluster.kube": "pytest_slurmflox.plugin",
+    }
+    graph = _graph()
+    for module, dep in planted.items():
+        assert module in graph and dep in _MODULE_NAMES, (module, dep)
+        graph[module] = {*graph[module], dep}
+    found = [o.split(" (")[0] for o in _order_offenders(graph)]
+    assert found == sorted(f"{m} -> {d}" for m, d in planted.items())
+
+
+def test_the_folder_order_fails_on_an_import_planted_in_a_module(tmp_path):
+    """The import reader and the order together: a real module's source with one lazy import added (inside a
+    function) is read as an edge against the order."""
+    source = (PACKAGE / "model" / "settings.py").read_text()
+    planted = tmp_path / "pytest_slurmflox" / "model" / "settings.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(source + "\n\ndef _planted():\n    from ..harness import session\n\n    return session\n")
+    found = _imports_from(planted, tmp_path)
+    assert "pytest_slurmflox.harness.session" in found
+    graph = {"pytest_slurmflox.model.settings": {i for i in found if i in _MODULE_NAMES}}
+    assert _order_offenders(graph) == [
+        "pytest_slurmflox.model.settings -> pytest_slurmflox.harness.session (model may import ['base'])"
+    ]
+
+
+def test_at_most_twelve_modules_at_the_top_and_every_folder_says_its_role_and_its_imports():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+    folders = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert set(folders) == set(FOLDER_ORDER), folders
+    for folder in folders:
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())) or ""
+        if folder == "substrates":
+            continue  # the registry's module: its docstring is the substrate contract
+        assert doc and "\n\n" not in doc.strip(), f"{folder}/__init__.py: one paragraph saying its role"
+        assert "may import" in doc, f"{folder}/__init__.py: say what it may import"
+        named = set(re.findall(r"``(\w+)``", doc))
+        assert FOLDER_ORDER[folder] <= named, f"{folder}/__init__.py names {sorted(named)}"
+
+
+def _documented_order(markdown: str) -> dict[str, frozenset[str]]:
+    """The folder table of docs/architecture.md: folder -> the folders it may import."""
+    rows = re.findall(r"^\| `(\w+)/` \|[^|]*\| ([^|]*) \|$", markdown, flags=re.M)
+    return {
+        f: frozenset() if may.strip() == "nothing" else frozenset(may.replace(" ", "").split(",")) for f, may in rows
+    }
+
+
+def test_the_architecture_doc_draws_every_folder_in_its_order():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert _documented_order(doc) == FOLDER_ORDER
+    picture = doc.split("## The folders and their order", 1)[1].split("```")[1]
+    assert all(f"{folder}/" in picture for folder in FOLDER_ORDER), picture
+
+
+def test_the_doc_check_fails_on_a_folder_it_does_not_name():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith("| `judges/` |"))
+    assert _documented_order(doc.replace(row + "\n", "")) != FOLDER_ORDER
+    assert (
+        _documented_order(doc.replace(row, row.replace("| model, base |", "| model, base, cluster |"))) != FOLDER_ORDER
+    )
 
 
 #: The plugin layer operates a deployment, so it may reach substrate code, but only lazily (inside a function, through
