@@ -30,7 +30,7 @@ class AllowedSkip:
 #: The one list of accepted skips.
 ALLOWED: tuple[AllowedSkip, ...] = (
     AllowedSkip(
-        nodeid="tests/unit/test_kube_client.py::test_live_*",
+        nodeid="tests/unit/test_kube.py::test_live_*",
         reason="no Kubernetes API here",
         why="no Kubernetes API server can run on these machines (no internet for images); the read runs where "
         "SLURMFLOX_KUBECONFIG names a real cluster",

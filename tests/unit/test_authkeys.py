@@ -139,7 +139,7 @@ def test_a_probe_that_skipped_a_place_or_did_not_finish_is_a_problem(tree):
 def test_real_slurm_24_11_text_from_the_local_substrate():
     """``scontrol show config`` at the login endpoint of a three-worker local cluster (Debian trixie, Slurm 24.11.5,
     auth/slurm with cred/munge and auth/jwt as the alternative; captured by
-    tests/integration/test_trust2_mutations_local.py)."""
+    tests/integration/test_keys_accounts_env_mutations_local.py)."""
     text = (DATA / "scontrol-show-config-24.11-local.txt").read_text()
     config = parse_show_config(text)
     assert config["SLURM_VERSION"] == "24.11.5" and config["AuthType"] == "auth/slurm"

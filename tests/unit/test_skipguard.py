@@ -31,10 +31,10 @@ def test_a_listed_skip_is_printed_and_accepted(pytester: pytest.Pytester):
     pytester.makeconftest(CONFTEST)
     pytester.mkdir("tests")
     live = "import pytest\n\ndef test_live_x():\n    pytest.skip('no Kubernetes API here: x')\n"
-    pytester.makepyfile(**{"tests/unit/test_kube_client": live})
+    pytester.makepyfile(**{"tests/unit/test_kube": live})
     result = pytester.runpytest_inprocess("-p", "no:randomly", "--import-mode=importlib", "tests")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert "listed: tests/unit/test_kube_client.py::test_live_x: no Kubernetes API here" in result.stdout.str()
+    assert "listed: tests/unit/test_kube.py::test_live_x: no Kubernetes API here" in result.stdout.str()
 
 
 def test_a_failing_run_stays_failed_and_xfail_is_not_a_skip(pytester: pytest.Pytester):
