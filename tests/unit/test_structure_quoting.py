@@ -276,8 +276,8 @@ def test_run_quoted_is_the_only_quoting_helper():
 
 def test_the_quoting_scan_fails_on_a_planted_module(tmp_path: Path):
     """The scan above, on a copy of the tree with one planted module per way around ``quoted``."""
-    for base in ("pytest_slurmflox", "suites"):
-        (tmp_path / base).mkdir()
+    for base in ("pytest_slurmflox/base", "suites"):
+        (tmp_path / base).mkdir(parents=True)
     (tmp_path / "pytest_slurmflox/base/run.py").write_text((ROOT / "pytest_slurmflox/base/run.py").read_text())
     assert other_quoting_under(tmp_path) == []  # run.py's own quoted() is the exception
     (tmp_path / "pytest_slurmflox/planted.py").write_text(
