@@ -50,6 +50,7 @@ HOST_PROGRAMS: dict[str, str] = {
     "install": "coreutils",
     "chroot": "coreutils",
     "chmod": "coreutils",
+    "tee": "coreutils",  # the fabric namespace's own settings (network.py)
     "sed": "sed",  # the node image's customize script (image.py)
     "grep": "grep",
     "hostname": "hostname",  # node-boot.sh names the node's UTS namespace

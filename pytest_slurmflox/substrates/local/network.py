@@ -1,9 +1,18 @@
-"""The cluster fabric: a bridge inside a network namespace we create, and one veth per node.
+"""The cluster fabric: a routed bridge inside a network namespace we create, and one veth per node.
 
 Nothing here touches a host interface: the bridge lives in the cluster's own *fabric* namespace, each veth pair
 is created inside that namespace and its node end moved straight into the node's namespace. The addresses
 (FABRIC_NET, private) exist only inside these namespaces, so two clusters (a developer's and a test's) can use
 the same range without meeting. The only path from the host into the cluster is our loopback port forwarder.
+
+Why routed, not one flat segment: the kernel's neighbour (ARP) table is one table for every network namespace of
+the host, bounded by the init namespace's ``net.ipv4.neigh.default.gc_thresh3`` (1024 by default). On a flat /24
+every node learns every node it talks to: n * n entries, so 32 workers exchanging MPI messages between every pair
+filled it ("neighbour: arp_cache: neighbor table overflow!" in the kernel log) and connects between workers stalled
+while the cluster was healthy. Like a Kubernetes CNI that routes pods (Calico's /32 per pod behind one gateway),
+each node here holds its address as a /32 and reaches every other node through the fabric's gateway
+(:data:`GATEWAY`, the bridge's own address, forwarding inside the fabric namespace only): a node learns one
+neighbour, the fabric one per node, 2n entries for n nodes. Nothing on the host changes.
 """
 
 from __future__ import annotations
@@ -17,6 +26,16 @@ from pathlib import Path
 NETNS_DIR = Path("/run/netns")
 FABRIC_NET = ipaddress.ip_network("10.77.0.0/24")
 BRIDGE = "br0"
+#: The fabric's gateway: the bridge's address in the fabric namespace, every node's one neighbour.
+GATEWAY = str(FABRIC_NET.network_address + 1)
+
+#: Per-namespace settings of the fabric namespace: it routes between nodes on one bridge, so it forwards and does
+#: not tell a node to go direct (a redirect names a next hop the node's /32 cannot reach anyway).
+FABRIC_SYSCTLS = {
+    "net/ipv4/ip_forward": "1",
+    "net/ipv4/conf/all/send_redirects": "0",
+    "net/ipv4/conf/default/send_redirects": "0",
+}
 
 
 class NetworkError(RuntimeError):
@@ -82,9 +101,14 @@ class Fabric:
             "0",
         )
         _ip("-n", ns, "link", "set", BRIDGE, "up")
+        gateway = f"{GATEWAY}/{FABRIC_NET.prefixlen}"
+        if gateway not in _ip("-n", ns, "-o", "-4", "addr", "show", "dev", BRIDGE).stdout:
+            _ip("-n", ns, "addr", "add", gateway, "dev", BRIDGE)
+        _sysctls(self.ns_path(ns), FABRIC_SYSCTLS)
 
     def ensure_node(self, node: str, address: str) -> None:
-        """Namespace, veth into the bridge, address on eth0 (idempotent)."""
+        """Namespace, veth into the bridge, the node's /32 on eth0 and every other node via :data:`GATEWAY`
+        (idempotent; a node made before the fabric was routed gets its /32 and route here)."""
         ns = self.node_ns(node)
         veth = self.veth_name(address)
         if not self.exists(ns):
@@ -94,12 +118,14 @@ class Fabric:
             _ip("-n", self.fabric_ns, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
         _ip("-n", self.fabric_ns, "link", "set", veth, "master", BRIDGE, "up")
         have = _ip("-n", ns, "-o", "-4", "addr", "show", "dev", "eth0").stdout
-        want = f"{address}/{FABRIC_NET.prefixlen}"
-        if want not in have:
+        want = f"{address}/32"
+        if f"inet {want} " not in have:
             _ip("-n", ns, "addr", "flush", "dev", "eth0")
             _ip("-n", ns, "addr", "add", want, "dev", "eth0")
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "route", "replace", GATEWAY, "dev", "eth0", "scope", "link")
+        _ip("-n", ns, "route", "replace", str(FABRIC_NET), "via", GATEWAY, "dev", "eth0")
 
     @staticmethod
     def veth_name(address: str) -> str:
@@ -117,6 +143,21 @@ class Fabric:
             _ip("netns", "del", ns, check=False)
             removed.append(ns)
         return removed
+
+
+def _sysctls(ns_path: Path, values: dict[str, str]) -> None:
+    """Write ``values`` (paths under /proc/sys) inside the namespace at ``ns_path``: /proc/sys/net is the opening
+    process's own namespace's, so each write is a ``tee`` under ``nsenter --net``; nothing of the host's changes."""
+    for key, value in values.items():
+        proc = subprocess.run(
+            ["nsenter", f"--net={ns_path}", *("tee", f"/proc/sys/{key}")],
+            input=value + "\n",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise NetworkError(f"fabric setting {key}={value} in {ns_path.name}: {proc.stderr.strip()}")
 
 
 def ns_inode(ns: str) -> int | None:

@@ -1,0 +1,75 @@
+"""The local fabric is routed: a node learns one neighbour (the gateway) however many nodes it talks to.
+
+Real namespaces, a real bridge and real TCP connections (root, as CI runs). Why it matters: the kernel's neighbour
+table is shared by every namespace of the host and holds 1024 entries by default; a flat segment where every
+worker learns every worker overflowed it at 32 workers exchanging MPI messages, and a healthy cluster failed T6.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from pytest_slurmflox.substrates.local.network import FABRIC_NET, GATEWAY, Fabric, address_for
+
+LISTEN = "import socket,sys; s=socket.socket(); s.bind(('0.0.0.0', 7777)); s.listen(); print('up', flush=True); "
+LISTEN += "[s.accept()[0].close() for _ in range(int(sys.argv[1]))]"
+CONNECT = "import socket,sys; [socket.create_connection((a, 7777), timeout=5).close() for a in sys.argv[1:]]"
+
+
+def _in(fabric: Fabric, ns: str, *argv: str) -> list[str]:
+    return ["nsenter", f"--net={fabric.ns_path(ns)}", *argv]
+
+
+@pytest.fixture
+def fabric():
+    made = Fabric(f"sfxt{secrets.token_hex(3)}")
+    try:
+        made.ensure_fabric()
+        yield made
+    finally:
+        made.remove_all()
+
+
+def test_nodes_reach_each_other_through_the_gateway_and_learn_only_it(fabric):
+    nodes = {f"n{i}": address_for(10 + i) for i in range(4)}
+    for node, address in nodes.items():
+        fabric.ensure_node(node, address)
+    fabric.ensure_node("n0", nodes["n0"])  # idempotent: a second pass changes nothing
+    listeners = []
+    for node in ("n1", "n2", "n3"):
+        proc = subprocess.Popen(
+            _in(fabric, fabric.node_ns(node), sys.executable, "-c", LISTEN, "1"), stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        listeners.append(proc)
+    others = [nodes[n] for n in ("n1", "n2", "n3")]
+    subprocess.run(_in(fabric, fabric.node_ns("n0"), sys.executable, "-c", CONNECT, *others), check=True, timeout=30)
+    for proc in listeners:
+        assert proc.wait(timeout=10) == 0
+
+    def neighbours(ns: str) -> set[str]:
+        out = subprocess.run(["ip", "-n", ns, "-4", "neigh", "show"], capture_output=True, text=True, check=True)
+        return {line.split()[0] for line in out.stdout.splitlines() if "FAILED" not in line}
+
+    assert neighbours(fabric.node_ns("n0")) == {GATEWAY}
+    assert set(others) | {nodes["n0"]} <= neighbours(fabric.fabric_ns)
+    addr = subprocess.run(
+        ["ip", "-n", fabric.node_ns("n0"), "-o", "-4", "addr", "show", "dev", "eth0"], capture_output=True, text=True
+    )
+    assert f"inet {nodes['n0']}/32 " in addr.stdout
+    route = subprocess.run(["ip", "-n", fabric.node_ns("n0"), "route"], capture_output=True, text=True).stdout
+    assert f"{FABRIC_NET} via {GATEWAY} dev eth0" in route
+
+
+def test_forwarding_is_the_fabrics_own_not_the_hosts(fabric):
+    def forwarding(*prefix: str) -> str:
+        return subprocess.run([*prefix, "cat", "/proc/sys/net/ipv4/ip_forward"], capture_output=True, text=True).stdout
+
+    assert forwarding(*_in(fabric, fabric.fabric_ns)).strip() == "1"
+    host_before = forwarding()
+    fabric.ensure_fabric()
+    assert forwarding() == host_before
