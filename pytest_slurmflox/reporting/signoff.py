@@ -369,7 +369,8 @@ def _why(groups: list[GroupSummary], collect_errors: Iterable[str], ran: bool, o
         return [*why, f"every check is NOT RUN: {one}"]
     for summary in groups:  # a required group none of whose checks applied blocks too (profile did not foresee it)
         if summary.required and summary.verdict != PASS:
-            why.append(f"required group {summary.group} is {summary.verdict}: " + "; ".join(summary.reasons))
+            said = "; ".join(summary.reasons).removeprefix(f"{summary.verdict}: ")  # the verdict said once
+            why.append(f"required group {summary.group} is {summary.verdict}: {said}")
         elif not summary.required and summary.verdict == FAIL:
             why.append(f"group {summary.group} FAILED: " + "; ".join(summary.reasons))
     return why

@@ -106,7 +106,7 @@ def test_a_check_left_out_by_k_blocks_the_signoff_naming_it(pytester, site, xdis
     t6 = _group(evidence, "T6")
     assert t6["verdict"] == "NOT RUN" and t6["counts"]["PASS"] == 1
     assert t6["left_out"] == [{"nodeid": "test_healthy.py::test_mpi_ranks", "reason": BY_PYTEST}]
-    why = f"required group T6 is NOT RUN: NOT RUN: {BY_PYTEST}: test_mpi_ranks"
+    why = f"required group T6 is NOT RUN: {BY_PYTEST}: test_mpi_ranks"
     assert evidence["run"]["verdict_reasons"] == [why]
     # the terminal summary and the HTML report name it too
     out = res.stdout.str()
@@ -123,7 +123,7 @@ def test_deselect_and_m_block_the_same_way(pytester, site):
     assert res.ret == pytest.ExitCode.TESTS_FAILED and evidence["run"]["verdict"] == NOT_SIGNED_OFF
     t8 = _group(evidence, "T8")
     assert t8["verdict"] == "NOT RUN" and [c["nodeid"] for c in t8["left_out"]] == ["test_healthy.py::test_slow_memory"]
-    why = f"required group T8 is NOT RUN: NOT RUN: {BY_PYTEST}: test_slow_memory"
+    why = f"required group T8 is NOT RUN: {BY_PYTEST}: test_slow_memory"
     assert evidence["run"]["verdict_reasons"] == [why]
 
 
