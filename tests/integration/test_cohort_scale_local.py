@@ -172,6 +172,15 @@ def test_one_step_over_the_whole_cohort_passes_tp_and_t10_and_a_foreign_port_fai
     assert named == {odd}, named
 
 
+def test_every_pair_of_workers_of_the_largest_cohort_exchanges_mpi_messages(deployment):
+    """T6's talking check at the local limit: one rank on each worker, every pair exchanges a message. On a flat
+    fabric every worker learned every worker, the host's one neighbour table (1024 entries) overflowed at 32, and
+    this FAILED a healthy cohort; the routed fabric keeps it at two entries per node (substrates/local/network.py)."""
+    home, workdir, common = deployment
+    run = passes_again((home, workdir, common, None), "-m", "T6", "-k", "talk")
+    assert run.outcomes("passed") == ["test_t06_mpi::test_mpi_ranks_talk_between_every_pair_of_workers"], run.output
+
+
 def test_an_idle_worker_costs_at_most_16_mib(deployment):
     _, workdir, _ = deployment
     time.sleep(5)  # let the last worker's start-up settle
