@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .groups import CAPABILITY_GROUPS, GROUPS
+from .groups import CAPABILITY_GROUPS, GROUPS, NAMED_ONLY_GROUPS
 from .settings import WORKER_KEYS
 
 
@@ -136,6 +136,8 @@ def readme_table() -> str:
         if kube_keys := KUBERNETES_GROUP_KEYS.get(group):
             first = f"{_cell(keys)}; " if keys else ""
             rows.append(f"| {group} | {first}with a `kubernetes` section: {_cell(kube_keys)} |")
+        elif key := NAMED_ONLY_GROUPS.get(group):
+            rows.append(f"| {group} | nothing more; runs only when named, and `{key}` makes it required |")
         elif section := SERVICE_SECTIONS.get(group):
             rows.append(
                 f"| {group} | the `{section}` section (service groups, below){', ' + _cell(keys) if keys else ''} |"

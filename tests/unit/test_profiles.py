@@ -95,7 +95,7 @@ def test_required_group_with_only_not_applicable_checks_blocks():
 @pytest.mark.parametrize("profile", [PROFILES["qemu"], UNKNOWN])
 def test_qemu_and_unknown_targets_require_everything(profile):
     own = {"TF"} if profile.name == "qemu" else set()  # qemu: no throwaway worker (profiles.py)
-    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in {"TW", *own})
+    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in {"TW", "TB", *own})
     so = decide(_healthy(profile, _check("T1", SKIP, "shim", KUBE_SKIP)), requested=True, profile=profile)
     assert not so.signed and any("required group T1 is SKIP" in r for r in so.reasons), so.reasons
     assert decide(_healthy(profile), requested=True, profile=profile).signed
