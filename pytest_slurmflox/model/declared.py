@@ -63,6 +63,7 @@ GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
     "T11": _unique(*REVISION_INPUTS, REVISION, REPLICAS),
     "TP": (MODE, PRECEDENCE, EXPORTS),
     "TI": (*IDENTITY, HOME),
+    "TB": (HOME,),
 }
 
 
@@ -137,7 +138,8 @@ def readme_table() -> str:
             first = f"{_cell(keys)}; " if keys else ""
             rows.append(f"| {group} | {first}with a `kubernetes` section: {_cell(kube_keys)} |")
         elif key := NAMED_ONLY_GROUPS.get(group):
-            rows.append(f"| {group} | nothing more; runs only when named, and `{key}` makes it required |")
+            first = _cell(keys) if keys else "nothing more"
+            rows.append(f"| {group} | {first}; runs only when named, and `{key}` makes it required |")
         elif section := SERVICE_SECTIONS.get(group):
             rows.append(
                 f"| {group} | the `{section}` section (service groups, below){', ' + _cell(keys) if keys else ''} |"
