@@ -29,6 +29,7 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
@@ -47,6 +48,7 @@ from acceptance_helpers import (
     node_sh,
     passes_again,
     run_checks,
+    run_pytest,
     task_prolog_exporting,
 )
 
@@ -289,3 +291,45 @@ def test_t7_judges_a_time_limit_against_the_configured_overtime(deployment):
     assert failed.outcomes("failure") == ["test_t07_policy::test_time_limit_is_enforced"], failed.output[-3000:]
     message = failed.messages()
     assert "past its limit plus overtime" in message and "OverTimeLimit=1 min" in message, message[-3000:]
+
+
+TB_METRICS = ("mpi_latency", "mpi_bandwidth", "memory_triad", "storage_write", "storage_read")
+PINGPONG = "test_tb_baselines::test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours"
+
+
+def test_tb_records_every_metric_of_every_worker_and_a_band_that_cannot_hold_fails_naming_each_pair(deployment):
+    """``-m TB`` on the healthy cluster: every metric of every worker (and both ring directions) is in
+    evidence.json with its unit and method, the scheduler's three timings too, and nothing FAILs (no reference is
+    declared: the cohort is the only one). Then a declared MPI latency band that cannot hold (at most 0.001 us):
+    the ping-pong check FAILs naming the metric and each pair."""
+    home, workdir, common, _ = deployment
+    run_id = f"tb{os.getpid()}"
+    started = time.monotonic()
+    run = run_checks(deployment, "-m", "TB", f"--slurmflox-run-id={run_id}")
+    took = time.monotonic() - started
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-4000:]
+    assert len(run.in_module("test_tb_baselines")) == 4, run.output[-3000:]
+    evidence = json.loads((home / "reports" / run_id / "evidence.json").read_text())
+    metrics = [m for c in evidence["checks"] for m in c.get("metrics", [])]
+    workers = sorted({m["subject"] for m in metrics if m["metric"] == "memory_triad"})
+    assert len(workers) >= 2, metrics
+    for name in TB_METRICS:
+        subjects = {m["subject"] for m in metrics if m["metric"] == name}
+        ends = {end for s in subjects for end in s.split("->")}
+        assert ends == set(workers), (name, subjects)
+    pairs = {m["subject"] for m in metrics if m["metric"] == "mpi_latency"}
+    assert {f"{b}->{a}" for a, b in (p.split("->") for p in pairs)} == pairs, pairs  # both directions
+    cluster = {m["metric"] for m in metrics if m["subject"] == "cluster"}
+    assert cluster == {"scheduler_submit_to_start", "scheduler_srun_launch", "scheduler_burst"}, metrics
+    assert all(m["unit"] and m["method"] and m["value"] > 0 for m in metrics), metrics
+    print(f"TB at {len(workers)} workers: {took:.1f} s (pytest wall, pre-flight included)")
+
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc.setdefault("expect", {})["performance"] = {"mpi_latency": {"reference": 1, "unit": "us", "upper": 0.001}}
+    declared = home / "target-tb-band.yaml"
+    declared.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, "-m", "TB", "-k", "pingpong", f"--slurmflox-target={declared}", *common, timeout=600)
+    assert run.outcomes("failure") == [PINGPONG], run.output[-3000:]
+    message = run.messages()
+    for pair in pairs:
+        assert re.search(rf"mpi_latency {re.escape(pair)}: [0-9.]+ us outside \[-inf, 0.001\] us", message), message
