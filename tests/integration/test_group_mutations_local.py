@@ -333,3 +333,45 @@ def test_tb_records_every_metric_of_every_worker_and_a_band_that_cannot_hold_fai
     message = run.messages()
     for pair in pairs:
         assert re.search(rf"mpi_latency {re.escape(pair)}: [0-9.]+ us outside \[-inf, 0.001\] us", message), message
+
+
+@contextlib.contextmanager
+def _cpu_throttled(workdir: Path, node: str, share: float) -> Iterator[None]:
+    """Every process of ``node`` (its slurmd, and so every step it starts later) moved into a cgroup made here in
+    the host's cpu hierarchy with a CFS quota of ``share`` of one CPU (a throttled worker: a CPU cap a site set on one
+    node), below this process's own cpu cgroup; afterwards every process is moved back and the cgroup removed."""
+    from pytest_slurmflox.substrates.local.cgroups import own_cgroup, pids_in
+
+    parent = Path("/sys/fs/cgroup/cpu") / (own_cgroup("cpu") or "/").lstrip("/")
+    if not (parent / "cpu.cfs_quota_us").exists():
+        pytest.skip("this host has no cgroup v1 cpu controller to throttle a worker with")
+    base = next(iter(cluster_of(workdir).recorded_cgroups().bases.values()))
+    slow = parent / f"slurmflox-tbslow-{os.getpid()}"
+    slow.mkdir()
+    try:
+        (slow / "cpu.cfs_quota_us").write_text(str(int(100_000 * share)))
+        for pid in pids_in(base / node):
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                (slow / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for pid in (slow / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.procs").write_text(pid)
+        slow.rmdir()
+
+
+def test_tb_names_the_cpu_throttled_worker_as_the_outlier_and_passes_restored(deployment):
+    """worker2's processes capped at 5% of one CPU: the triad's memory bandwidth there falls far below the cohort's
+    median, and TB FAILs naming worker2 as the outlier, never worker1 (no reference is declared: the cohort is
+    the reference); restored, the same checks PASS."""
+    _, workdir, _, _ = deployment
+    select = ("-m", "TB", "-k", "triad")
+    with _cpu_throttled(workdir, "worker2", 0.05):
+        run = run_checks(deployment, *select)
+    assert run.outcomes("failure") == ["test_tb_baselines::test_memory_triad_bandwidth_on_every_worker"], run.output[
+        -3000:
+    ]
+    message = run.messages()
+    assert "memory_triad: worker2 is an outlier" in message and "worker1 is an outlier" not in message, message
+    passes_again(deployment, *select)
