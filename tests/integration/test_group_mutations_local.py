@@ -1,4 +1,4 @@
-"""Integration: T5, T6, T7 and TI can fail. Each mutation breaks a running local cluster the way a real site can
+"""Integration: T5, T6, T7, TI and TB can fail. Each mutation breaks a running local cluster the way a real site can
 break it, runs the group (and a neighbour it must not disturb), asserts exactly the intended check FAILS naming what
 is wrong, restores, and asserts the group PASSES again (issue 11, item 7; docs/evidence-table.md).
 
@@ -24,6 +24,9 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 - TI: a local account for the user on the workers (worker1: the user's name with another uid; worker2: another
   name with the user's uid), as a worker image with baked-in accounts has; and, separately, nss_slurm removed from
   worker2's nsswitch.conf (names of the user's uid and groups then do not resolve in tasks there).
+- TB (performance baselines, ~30 s and ~17 s): ``-m TB`` records every metric of every worker; a declared MPI
+  latency band that cannot hold FAILs naming each pair; worker2's processes moved into a cpu cgroup of our own with
+  a 5% CFS quota make it the cohort's memory-bandwidth outlier, named alone; restored, it PASSes.
 """
 
 from __future__ import annotations
