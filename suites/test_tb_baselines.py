@@ -40,7 +40,7 @@ from pytest_slurmflox.base.run import command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout
 from pytest_slurmflox.harness.options import outlier_ratios
 from pytest_slurmflox.judges.baselines import Sample, burst_jobs, declared_problems, outliers, parse_lines
-from pytest_slurmflox.reporting.signoff import METRICS
+from pytest_slurmflox.model.evidence import METRICS
 
 from ._capability import declared, requirement
 from ._cohort import across, ring, ring_case

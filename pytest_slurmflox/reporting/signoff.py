@@ -35,9 +35,6 @@ SINCE = "slurmflox_since"
 #: The report property saying when what a check waited for on Slurm ended (epoch seconds, Slurm's EndTime): a check
 #: ordered last to collect an early job ends its span there, not when it got round to collecting.
 UNTIL = "slurmflox_until"
-#: The report property a check's measured values travel in (suites/test_tb_baselines.py), JSON: a list of
-#: ``{metric, subject, value, unit, over, method}``; evidence.json shows them as the check's ``metrics``.
-METRICS = "slurmflox_metrics"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -57,8 +54,6 @@ class Check:
     stop: float = 0.0  #: wall clock of its teardown's end
     until: float = 0.0  #: when what it waited for on Slurm ended, if it said (:data:`UNTIL`)
     runner: str = ""  #: the pytest-xdist worker that ran it ("" in a single process)
-    #: Measured values (group TB, :data:`METRICS`): metric, worker or pair, value, unit, method; [] for others.
-    metrics: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def requirement_id(self) -> str:
@@ -86,7 +81,6 @@ class Check:
             "duration": round(self.duration, 4),
             "span": self.span,
             "evidence": self.evidence,
-            **({"metrics": self.metrics} if self.metrics else {}),
         }
 
 
@@ -143,9 +137,6 @@ class CheckCollector:
                 check.start = min(check.start, float(value)) if check.start else float(value)
             elif name == UNTIL and isinstance(value, (int, float)) and value > 0:
                 check.until = float(value)
-            elif name == METRICS and isinstance(value, str):
-                with contextlib.suppress(ValueError):
-                    check.metrics = list(json.loads(value))  # every later phase's report carries the same list
             elif name == "slurmflox_facts" and isinstance(value, str):
                 with contextlib.suppress(ValueError):
                     self.facts.update({str(k): str(v) for k, v in json.loads(value).items()})

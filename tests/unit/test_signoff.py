@@ -49,25 +49,3 @@ def test_a_check_that_collected_late_ends_its_span_when_slurm_ended_the_job():
     for when, start, stop in (("setup", 1159.0, 1159.2), ("call", 1159.2, 1159.8), ("teardown", 1159.8, 1160.0)):
         check = collector.add(_report(when, start, stop, props))
     assert check.as_dict()["span"] == pytest.approx(72.0)
-
-
-def test_a_checks_measured_values_become_its_metrics_once_and_the_evidence_schema_takes_them():
-    """Group TB's values (judges/baselines.py) ride in a report property; each phase's report carries the same
-    list, and the check keeps it once, with unit, worker or pair and method, as evidence.json's schema says."""
-    import json
-
-    import jsonschema
-
-    from pytest_slurmflox.judges.baselines import Sample
-    from pytest_slurmflox.reporting.signoff import METRICS
-    from pytest_slurmflox.reporting.validation import schema_path
-
-    values = [Sample("mpi_latency", "w1->w2", 31.5).as_dict(), Sample("memory_triad", "w2", 4000.0).as_dict()]
-    collector = CheckCollector()
-    for when, start, stop in (("setup", 1.0, 2.0), ("call", 2.0, 3.0), ("teardown", 3.0, 3.5)):
-        check = collector.add(_report(when, start, stop, [(METRICS, json.dumps(values))]))
-    record = check.as_dict()
-    assert record["metrics"] == values and record["metrics"][0]["unit"] == "us"
-    schema = json.loads(schema_path("evidence.json").read_text())
-    jsonschema.validate(record["metrics"], schema["properties"]["checks"]["items"]["properties"]["metrics"])
-    assert "metrics" not in CheckCollector().add(_report("call", 1.0, 2.0, [])).as_dict()
