@@ -21,8 +21,8 @@ worker: the cost grows linearly with the workers only where the measurement itse
   own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one rank per worker.
 - Memory bandwidth: a STREAM-triad-like kernel (``a[i] = b[i] + s * c[i]`` over 2 Mi doubles, 20 passes, bytes
   moved over the whole wall time: a throttled CPU shows in it) on every worker, compiled like the MPI program.
-- Shared storage: every worker writes a 16 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
-  ring over the cohort reads it back (as T9's check), both timed on the worker.
+- Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
+  ring over the cohort reads it back three times (as T9's check; the fastest read counts), timed on the worker.
 - Scheduler: submit-to-start of one one-task step (the login's clock before ``srun``, the task's clock when it
   runs: one host's clock on the local substrate, NTP-close clocks elsewhere), the wall time of one ``srun`` of a
   task on every worker, and a burst of N one-task batch jobs (N from ``expect.performance.scheduler_burst.jobs``,
@@ -116,7 +116,7 @@ int main(void) {
 }
 """
 #: Each worker's file on the shared home (MiB), and how long its reader waits for it.
-STORAGE_MIB = 16
+STORAGE_MIB = 32
 VISIBLE_WITHIN = 30
 
 
@@ -207,8 +207,8 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
         f"echo storage_write $s $(date +%s%N) && touch {path(me)}.done"))  # fmt: skip
     reads = ring_case([(r, w) for w, r in pairs], lambda _me, writer: (
         f"for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -e {path(writer)}.done ] && break; sleep 0.25; done; "
-        f"s=$(date +%s%N); dd if={path(writer)} of=/dev/null bs=1M status=none && "
-        f"echo storage_read $s $(date +%s%N); rm -f {path(writer)} {path(writer)}.done"))  # fmt: skip
+        f"for _ in 1 2 3; do s=$(date +%s%N); dd if={path(writer)} of=/dev/null bs=1M status=none && "
+        f"echo storage_read $s $(date +%s%N); done; rm -f {path(writer)} {path(writer)}.done"))  # fmt: skip
     step = across(submit, workers, f"{writes}; {reads}", timeout=job_timeout(stages=2))
     samples = storage_samples(step.lines)
     missing = _complete(samples, "storage_write", sorted(workers)) + _complete(samples, "storage_read", sorted(workers))
@@ -217,7 +217,8 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
 
 
 def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
-    """``storage_write|storage_read <start ns> <end ns>`` lines per worker as MB/s samples of that worker."""
+    """``storage_write|storage_read <start ns> <end ns>`` lines per worker as MB/s samples of that worker, the best
+    of its lines per metric (the reader reads three times)."""
     samples = []
     for node, said in lines.items():
         for line in said:
@@ -225,7 +226,12 @@ def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
             if len(parts) == 3 and parts[0] in ("storage_write", "storage_read") and parts[2].isdigit():
                 seconds = max(int(parts[2]) - int(parts[1]), 1) / 1e9
                 samples.append(Sample(parts[0], node, STORAGE_MIB * 1.048576 / seconds))
-    return samples
+    best: dict[tuple[str, str], Sample] = {}
+    for sample in samples:  # the fastest of a worker's reads: one read of a few ms is mostly the host's jitter
+        key = (sample.metric, sample.subject)
+        if key not in best or sample.value > best[key].value:
+            best[key] = sample
+    return list(best.values())
 
 
 def test_scheduler_submit_to_start_launch_and_burst(request, submit, target, workers):
