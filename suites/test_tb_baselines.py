@@ -20,9 +20,11 @@ worker: the cost grows linearly with the workers only where the measurement itse
   measured towards both neighbours and in both directions. The program is compiled on a worker with the worker's
   own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one rank per worker.
 - Memory bandwidth: a STREAM-triad-like kernel (``a[i] = b[i] + s * c[i]`` over 2 Mi doubles, 20 passes, bytes
-  moved over the whole wall time: a throttled CPU shows in it) on every worker, compiled like the MPI program.
+  moved over the whole wall time: a throttled CPU shows in it) on every worker, compiled like the MPI program; the
+  workers take turns within the one step, so workers sharing a host's cores never measure each other.
 - Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
-  ring over the cohort reads it back three times (as T9's check; the fastest read counts), timed on the worker.
+  ring over the cohort reads it back (as T9's check): three timed reads, each the file four times through in one
+  ``cat``, the fastest counting, timed on the worker.
 - Scheduler: submit-to-start of one one-task step (the login's clock before ``srun``, the task's clock when it
   runs: one host's clock on the local substrate, NTP-close clocks elsewhere), the wall time of one ``srun`` of a
   task on every worker, and a burst of N one-task batch jobs (N from ``expect.performance.scheduler_burst.jobs``,
@@ -32,6 +34,7 @@ worker: the cost grows linearly with the workers only where the measurement itse
 from __future__ import annotations
 
 import json
+import secrets
 import time
 
 import pytest
@@ -115,8 +118,12 @@ int main(void) {
     return check == 0;
 }
 """
+#: How long a worker waits for the previous one's triad to end before it runs its own anyway (seconds).
+TURN_WAIT = 20
 #: Each worker's file on the shared home (MiB), and how long its reader waits for it.
 STORAGE_MIB = 32
+#: How often one timed read reads the file through (one ``cat``): a read of a few ms would time the process start.
+READ_PASSES = 4
 VISIBLE_WITHIN = 30
 
 
@@ -165,7 +172,9 @@ def test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours(request, sub
     if len(workers) < 2:
         pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
     program = _compiled(submit, target, "tb_pingpong", PINGPONG)
-    step = across(submit, workers, quoted("%s", program), args="--mpi=pmix", timeout=job_timeout(stages=2))
+    # ranks waiting their turn yield the CPU (Open MPI busy-polls otherwise, starving the pair on shared cores)
+    script = "OMPI_MCA_mpi_yield_when_idle=1 " + quoted("%s", program)
+    step = across(submit, workers, script, args="--mpi=pmix", timeout=job_timeout(stages=2))
     samples = parse_lines(line for lines in step.lines.values() for line in lines)
     missing = [p for m in ("mpi_latency", "mpi_bandwidth") for p in _initiated(samples, m, sorted(workers))]
     requirement(
@@ -175,10 +184,18 @@ def test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours(request, sub
 
 
 def test_memory_triad_bandwidth_on_every_worker(request, submit, target, workers):
-    """A STREAM-triad-like kernel on every worker in one step: outside the declared band, or below the cohort's
-    median by the outlier ratio, FAILs naming the worker."""
+    """A STREAM-triad-like kernel on every worker in one step, the workers taking turns (each task waits, sleeping,
+    for the previous rank's mark on the shared home, at most :data:`TURN_WAIT` s): workers that share a host's
+    cores (the local substrate) do not measure each other. Outside the declared band, or below the cohort's median
+    by the outlier ratio, FAILs naming the worker."""
     program = _compiled(submit, target, "tb_triad", TRIAD)
-    step = across(submit, workers, quoted("%s", program), timeout=job_timeout(stages=2))
+    turn = quoted("%s/tb-turn-%s", submit.made_outdir(), secrets.token_hex(4))
+    script = (
+        f'i=$SLURM_PROCID; if [ "$i" -gt 0 ]; then for _ in $(seq {TURN_WAIT * 20}); do '
+        f"[ -e {turn}-$((i-1)) ] && break; sleep 0.05; done; fi; " + quoted("%s", program) + f"; touch {turn}-$i"
+    )
+    step = across(submit, workers, script, timeout=job_timeout(stages=2) + len(workers))
+    submit.login.run(f"rm -f {turn}-*")
     samples = parse_lines(line for lines in step.lines.values() for line in lines)
     missing = _complete(samples, "memory_triad", sorted(workers))
     requirement(step.result.ok and not missing, "a triad value for every worker: " + "; ".join(missing), step.result)
@@ -207,7 +224,7 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
         f"echo storage_write $s $(date +%s%N) && touch {path(me)}.done"))  # fmt: skip
     reads = ring_case([(r, w) for w, r in pairs], lambda _me, writer: (
         f"for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -e {path(writer)}.done ] && break; sleep 0.25; done; "
-        f"for _ in 1 2 3; do s=$(date +%s%N); dd if={path(writer)} of=/dev/null bs=1M status=none && "
+        f"for _ in 1 2 3; do s=$(date +%s%N); cat {' '.join([path(writer)] * READ_PASSES)} >/dev/null && "
         f"echo storage_read $s $(date +%s%N); done; rm -f {path(writer)} {path(writer)}.done"))  # fmt: skip
     step = across(submit, workers, f"{writes}; {reads}", timeout=job_timeout(stages=2))
     samples = storage_samples(step.lines)
@@ -225,7 +242,8 @@ def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
             parts = line.split()
             if len(parts) == 3 and parts[0] in ("storage_write", "storage_read") and parts[2].isdigit():
                 seconds = max(int(parts[2]) - int(parts[1]), 1) / 1e9
-                samples.append(Sample(parts[0], node, STORAGE_MIB * 1.048576 / seconds))
+                passes = READ_PASSES if parts[0] == "storage_read" else 1
+                samples.append(Sample(parts[0], node, passes * STORAGE_MIB * 1.048576 / seconds))
     best: dict[tuple[str, str], Sample] = {}
     for sample in samples:  # the fastest of a worker's reads: one read of a few ms is mostly the host's jitter
         key = (sample.metric, sample.subject)

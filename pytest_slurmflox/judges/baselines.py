@@ -52,7 +52,7 @@ METRICS: dict[str, Metric] = {
             "MB/s",
             True,
             "worker",
-            "dd of the previous ring worker's file from the shared home, fastest of 3",
+            "the previous ring worker's file read from the shared home, fastest of 3",
         ),
         Metric("scheduler_submit_to_start", "s", False, "cluster", "srun of one task: login clock to task clock"),
         Metric("scheduler_srun_launch", "s", False, "cluster", "srun of one task on every worker, wall at login"),
