@@ -42,7 +42,14 @@ import pytest
 from pytest_slurmflox.base.run import command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout
 from pytest_slurmflox.harness.options import outlier_ratios
-from pytest_slurmflox.judges.baselines import Sample, burst_jobs, declared_problems, outliers, parse_lines
+from pytest_slurmflox.judges.baselines import (
+    Sample,
+    annotated,
+    burst_jobs,
+    declared_problems,
+    outliers,
+    parse_lines,
+)
 from pytest_slurmflox.model.evidence import METRICS
 
 from ._capability import declared, requirement
@@ -142,10 +149,11 @@ def _compiled(submit, target, name: str, source: str) -> str:
 def _judged(request, target, samples: list[Sample], expected: str, *evidence) -> None:
     """Record ``samples`` in the check's report (evidence.json ``metrics``) and judge them: the declared band,
     then the cohort's median where nothing is declared."""
-    request.node.user_properties.append((METRICS, json.dumps([s.as_dict() for s in samples])))
     wanted = {s.metric for s in samples}
     performance = {k: v for k, v in target.spec.performance.items() if k in wanted}
     throughput, latency = outlier_ratios(request.config)
+    recorded = annotated(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
+    request.node.user_properties.append((METRICS, json.dumps(recorded)))
     problems = declared_problems(samples, performance)
     problems += outliers(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
     shown = "\n".join(f"{s.metric} {s.subject} {s.value:g}" for s in samples)

@@ -190,3 +190,30 @@ def parse_lines(lines: Iterable[str]) -> list[Sample]:
             except ValueError:
                 continue
     return out
+
+
+def annotated(
+    samples: list[Sample],
+    declared: Mapping[str, Any],
+    *,
+    throughput_ratio: float = THROUGHPUT_RATIO,
+    latency_ratio: float = LATENCY_RATIO,
+) -> list[dict[str, Any]]:
+    """Each sample as evidence (:meth:`Sample.as_dict`) with what judged it: the metric's median over its samples
+    (``median``), the declared band's bounds (``lower``/``upper``, None where not declared) and whether a judge
+    named this subject (``named``: outside the band, or an end of it is the cohort's outlier)."""
+    named: set[tuple[str, str]] = set()
+    for problem in outliers(samples, declared, throughput_ratio=throughput_ratio, latency_ratio=latency_ratio):
+        metric, rest = problem.split(": ", 1)
+        worker = rest.split(" is an outlier", 1)[0]
+        named |= {(s.metric, s.subject) for s in samples if s.metric == metric and worker in s.subject.split("->")}
+    out = []
+    for s in samples:
+        entry = declared.get(s.metric)
+        b = band(entry) if isinstance(entry, Mapping) and "reference" in entry else None
+        if b is not None and not b.holds(s.value):
+            named.add((s.metric, s.subject))
+        mid = median(x.value for x in samples if x.metric == s.metric)
+        out.append({**s.as_dict(), "median": round(mid, 4), "lower": b.lower if b else None,
+                    "upper": b.upper if b else None})  # fmt: skip
+    return [{**d, "named": (d["metric"], d["subject"]) in named} for d in out]

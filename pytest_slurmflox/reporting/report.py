@@ -37,6 +37,7 @@ from .artifacts import (
     scrub,
     summary_html,
 )
+from .charts import charts_html
 from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .sessionstate import SessionState
@@ -188,7 +189,9 @@ class ReportWriter:
         if self.signoff is not None:
             timeline = timeline_html(list(self.collector.checks.values()), self.state.up)
             notes = notes_html([self.redact(note) for note in self.state.notes])
-            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + notes
+            baselines = charts_html(v for values in self.metrics.values() for v in values)
+            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
+            top += notes
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------

@@ -325,6 +325,8 @@ def test_tb_records_every_metric_of_every_worker_and_a_band_that_cannot_hold_fai
     cluster = {m["metric"] for m in metrics if m["subject"] == "cluster"}
     assert cluster == {"scheduler_submit_to_start", "scheduler_srun_launch", "scheduler_burst"}, metrics
     assert all(m["unit"] and m["method"] and m["value"] > 0 for m in metrics), metrics
+    page = (home / "reports" / run_id / "report.html").read_text()
+    assert 'id="slurmflox-baselines"' in page and all(f"{w}: " in page for w in workers), page[-2000:]
     print(f"TB at {len(workers)} workers: {took:.1f} s (pytest wall, pre-flight included)")
 
     doc = yaml.safe_load((workdir / "target.yaml").read_text())

@@ -7,6 +7,7 @@ import pytest
 from pytest_slurmflox.judges.baselines import (
     BURST_JOBS,
     Sample,
+    annotated,
     band,
     burst_jobs,
     declared_problems,
@@ -92,3 +93,13 @@ def test_samples_carry_unit_subject_and_method_and_lines_parse_only_our_metrics(
 def test_the_burst_size_comes_from_the_target_else_the_default():
     assert burst_jobs({}) == BURST_JOBS
     assert burst_jobs({"scheduler_burst": {"reference": 5, "unit": "jobs/s", "jobs": 12}}) == 12
+
+
+def test_annotated_values_carry_the_median_the_band_and_who_the_judges_named():
+    samples = [Sample("memory_triad", w, v) for w, v in (("w1", 1000), ("w2", 990), ("w3", 300))]
+    samples += [Sample("mpi_latency", "w1->w2", 40.0)]
+    declared = {"mpi_latency": {"reference": 1, "unit": "us", "upper": 0.001}}
+    out = {(d["metric"], d["subject"]): d for d in annotated(samples, declared)}
+    assert out["memory_triad", "w3"]["named"] and not out["memory_triad", "w1"]["named"]
+    assert out["memory_triad", "w1"]["median"] == 990 and out["memory_triad", "w1"]["upper"] is None
+    assert out["mpi_latency", "w1->w2"]["named"] and out["mpi_latency", "w1->w2"]["upper"] == 0.001
