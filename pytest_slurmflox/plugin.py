@@ -28,6 +28,7 @@ from .harness.options import (
     checked_up,
     checked_workloads,
     get_option,
+    outlier_ratios,
     run_id_of,
     substrate_options,
     workdir_of,
@@ -112,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     apply_default_workers(config)
     checked_workloads(config)
     checked_busy_timeout(config)
+    outlier_ratios(config)
     config.pluginmanager.register(session, "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):

@@ -71,6 +71,21 @@ EVERY_KEY: dict[str, Any] = {
             "WORKER_IMAGE": "repo/worker:1@sha256:" + "cd" * 32,
             "COMPUTE_REPLICAS": 2,
         },
+        "performance": {
+            **{
+                name: {"reference": 10, "unit": unit, "lower": "30%", "upper": 20}
+                for name, unit in (
+                    ("mpi_latency", "us"),
+                    ("mpi_bandwidth", "MB/s"),
+                    ("memory_triad", "MB/s"),
+                    ("storage_write", "MB/s"),
+                    ("storage_read", "MB/s"),
+                    ("scheduler_submit_to_start", "s"),
+                    ("scheduler_srun_launch", "s"),
+                )
+            },
+            "scheduler_burst": {"reference": 5, "unit": "jobs/s", "lower": 1.5, "upper": "100%", "jobs": 20},
+        },
     },
     "deployment": {"settings": {spec.key: spec.default for spec in KEYS}},
     "limitations": {name: "this site cannot" for name in CONTROLLERS.values()},

@@ -107,6 +107,18 @@ OPTIONS: tuple[Option, ...] = (
         "(default: the target file's slurm.busy_timeout, else 600)",
     ),
     Option(
+        "slurmflox-outlier-throughput",
+        "group TB: a worker below this share of the cohort's median throughput is an outlier, where the target "
+        "declares no reference for the metric",
+        default="0.7",
+    ),
+    Option(
+        "slurmflox-outlier-latency",
+        "group TB: a worker above this multiple of the cohort's median latency is an outlier, where the target "
+        "declares no reference for the metric",
+        default="1.5",
+    ),
+    Option(
         "slurmflox-workers",
         "pytest-xdist workers of an acceptance run without -n: auto (2 when pytest-xdist is installed) or a number; "
         "0 runs the checks one after another",
@@ -246,6 +258,23 @@ def checked_busy_timeout(config: pytest.Config) -> None:
         resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
     except ValueError as exc:
         raise pytest.UsageError(f"{exc} (nothing was run)") from None
+
+
+def outlier_ratios(config: pytest.Config) -> tuple[float, float]:
+    """``--slurmflox-outlier-throughput`` and ``--slurmflox-outlier-latency`` (CLI > env > ini > 0.7, 1.5): the
+    first a share in (0, 1], the second a multiple >= 1; anything else is a one-line :class:`pytest.UsageError`."""
+    got = []
+    for dest, low, high in (("slurmflox_outlier_throughput", 0.0, 1.0), ("slurmflox_outlier_latency", 1.0, None)):
+        text = str(get_option(config, dest))
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (value > low if high else value >= low) or (high is not None and value > high):
+            flag = OPTIONS_BY_DEST[dest].name
+            raise pytest.UsageError(f"--{flag}: {text!r} is not a ratio in range (nothing was run)")
+        got.append(value)
+    return got[0], got[1]
 
 
 def run_id_of(config: pytest.Config) -> str:

@@ -1,5 +1,6 @@
 """Which collected tests run: acceptance checks only when asked for, destructive groups only when named or
-allowed, TW checks only with a workload corpus, and the project's own tests never in a target run without paths.
+allowed, named-only groups (TB) only when named, TW checks only with a workload
+corpus, and the project's own tests never in a target run without paths.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ..model.groups import DESTRUCTIVE_GROUPS, GROUPS, item_group, parse_groups
+from ..model.groups import DESTRUCTIVE_GROUPS, GROUPS, NAMED_ONLY_GROUPS, item_group, parse_groups
 from ..model.settings import KEYS
 from ..model.workdir import Workdir
 from ..reporting.outcome import Deselected
@@ -160,6 +161,7 @@ class Selection:
     requested: bool
     target_run: bool
     deselected: Deselected = field(default_factory=Deselected)
+    named_only: frozenset[str] = frozenset()  #: the named-only groups (groups.NAMED_ONLY_GROUPS) this run names
 
     @classmethod
     def of(cls, config: pytest.Config, substrate: str | None, deselected: Deselected | None = None) -> Selection:
@@ -172,7 +174,8 @@ class Selection:
                 "--slurmflox-destructive; nothing was run"
             )
         record = deselected if deselected is not None else Deselected()
-        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config), record)
+        asked = frozenset((set(NAMED_ONLY_GROUPS) & mark_tokens(config)) | ((wanted or set()) & set(NAMED_ONLY_GROUPS)))
+        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config), record, asked)
 
     def why_dropped(self, item: Any) -> str | None:
         """None to keep the item, else the reason it is deselected."""
@@ -185,6 +188,8 @@ class Selection:
             return "group not in --slurmflox-groups"
         if group in DESTRUCTIVE_GROUPS and group not in self.named_destructive and not self.allow_destructive:
             return "destructive group not asked for"
+        if group in NAMED_ONLY_GROUPS and group not in self.named_only:
+            return f"group {group} runs only when named (-m {group} or --slurmflox-groups {group})"
         return None
 
     def split(self, items: Iterable[Any]) -> tuple[list[Any], list[Any]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .groups import CAPABILITY_GROUPS, GROUPS
+from .groups import CAPABILITY_GROUPS, GROUPS, NAMED_ONLY_GROUPS
 from .settings import WORKER_KEYS
 
 
@@ -63,6 +63,7 @@ GROUP_KEYS: Mapping[str, tuple[str, ...]] = {
     "T11": _unique(*REVISION_INPUTS, REVISION, REPLICAS),
     "TP": (MODE, PRECEDENCE, EXPORTS),
     "TI": (*IDENTITY, HOME),
+    "TB": (HOME,),
 }
 
 
@@ -136,6 +137,9 @@ def readme_table() -> str:
         if kube_keys := KUBERNETES_GROUP_KEYS.get(group):
             first = f"{_cell(keys)}; " if keys else ""
             rows.append(f"| {group} | {first}with a `kubernetes` section: {_cell(kube_keys)} |")
+        elif key := NAMED_ONLY_GROUPS.get(group):
+            first = _cell(keys) if keys else "nothing more"
+            rows.append(f"| {group} | {first}; runs only when named, and `{key}` makes it required |")
         elif section := SERVICE_SECTIONS.get(group):
             rows.append(
                 f"| {group} | the `{section}` section (service groups, below){', ' + _cell(keys) if keys else ''} |"

@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass, field
 from ..base.run import Result
 from .secrets import Redactor
 
+#: The report property a check's measured values travel in (group TB, suites/test_tb_baselines.py), JSON: a list of
+#: ``{metric, subject, value, unit, over, method}``; evidence.json shows them as the check's ``metrics``.
+METRICS = "slurmflox_metrics"
+
 
 @dataclass(frozen=True)
 class Record:

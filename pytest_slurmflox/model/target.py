@@ -140,6 +140,18 @@ class TargetSpec:
         declared = {"directory": self.directory, "accounting": self.accounting, "rest": self.rest}
         return declared.get(capability) is not None
 
+    def declares_key(self, path: str) -> bool:
+        """Whether the target file gives a non-empty value at ``path`` (dotted, e.g. ``expect.performance``)."""
+        value: Any = self.raw
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        return bool(value)
+
+    @property
+    def performance(self) -> Mapping[str, Any]:
+        """``expect.performance``: metric -> its declared reference (judges/baselines.py), empty when undeclared."""
+        return (self.raw.get("expect") or {}).get("performance") or {}
+
 
 def _limitations(doc: Mapping[str, Any]) -> dict[str, str]:
     value = doc.get("limitations") or {}

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS
+from ..model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS, NAMED_ONLY_GROUPS
 
 #: The verdict of a check or group that cannot apply to this kind of target (never PASS, never a required SKIP).
 NOT_APPLICABLE = "NOT APPLICABLE"
@@ -40,6 +40,8 @@ class Profile:
     target: str  #: which targets have this profile (README and report text)
     absent: Mapping[str, str] = field(default_factory=dict)  #: capability -> why this kind never has it
     groups: Mapping[str, str] = field(default_factory=dict)  #: group -> why it never applies here
+    #: Named-only groups (groups.NAMED_ONLY_GROUPS) the target declares the key of: only these are required.
+    declared: frozenset[str] = frozenset()
 
     def capability(self, reason: str) -> str | None:
         """The absent capability a skip reason names (``missing capability X: ...``), None when it names none or
@@ -58,9 +60,14 @@ class Profile:
 
     def required(self, *, workloads_given: bool = False) -> tuple[str, ...]:
         """The groups a sign-off needs on this kind of target: every non-destructive group that can apply (TW
-        only with a workload corpus)."""
+        only with a workload corpus, a named-only group only where the target declares its key)."""
         return tuple(
-            g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in self.groups and (g != "TW" or workloads_given)
+            g
+            for g in GROUPS
+            if g not in DESTRUCTIVE_GROUPS
+            and g not in self.groups
+            and (g != "TW" or workloads_given)
+            and (g not in NAMED_ONLY_GROUPS or g in self.declared)
         )
 
 
@@ -125,7 +132,8 @@ def profile_of(spec: Any) -> Profile:
         if not spec.declares(service):
             absent[service] = f"the target file declares no {service} section"
             groups[group] = f"the target file declares no {service} section"
-    return Profile(base.name, base.target, absent, groups)
+    declared = frozenset(g for g, key in NAMED_ONLY_GROUPS.items() if spec.declares_key(key))
+    return Profile(base.name, base.target, absent, groups, declared)
 
 
 def readme_table() -> str:

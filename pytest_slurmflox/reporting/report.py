@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from ..model.evidence import METRICS
 from ..model.groups import GROUPS
 from ..model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from ..model.workdir import atomic_write
@@ -36,6 +37,7 @@ from .artifacts import (
     scrub,
     summary_html,
 )
+from .charts import charts_html
 from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .sessionstate import SessionState
@@ -77,6 +79,7 @@ class ReportWriter:
         self.html_report: Any = None
         self.started = time.time()
         self._profile: Profile | None = None
+        self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
 
     @property
     def profile(self) -> Profile:
@@ -135,6 +138,9 @@ class ReportWriter:
             (name, _redact_property(name, value, redact)) for name, value in report_properties(report)
         ]
         check = self.collector.add(report)
+        for name, value in report_properties(report):  # every later phase's report carries the same list
+            if name == METRICS and isinstance(value, str) and value.startswith("["):
+                self.metrics[check.nodeid] = json.loads(value)
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
             report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
@@ -183,7 +189,9 @@ class ReportWriter:
         if self.signoff is not None:
             timeline = timeline_html(list(self.collector.checks.values()), self.state.up)
             notes = notes_html([self.redact(note) for note in self.state.notes])
-            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + notes
+            baselines = charts_html(v for values in self.metrics.values() for v in values)
+            top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
+            top += notes
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
@@ -253,10 +261,15 @@ class ReportWriter:
                 },
             },
             "groups": [g.as_dict() for g in signoff.groups],
-            "checks": [c.as_dict() for c in checks],
+            "checks": [self._check_record(c) for c in checks],
             "known_groups": dict(GROUPS),
         }
         atomic_write(self.paths.evidence, json.dumps(scrub(doc, self.redact), indent=2) + "\n")
+
+    def _check_record(self, check: Check) -> dict[str, Any]:
+        """A check in evidence.json, with its measured values (``metrics``) when it recorded any."""
+        found = self.metrics.get(check.nodeid)
+        return {**check.as_dict(), "metrics": found} if found else check.as_dict()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Runs after JUnit and HTML are written: print the summary, then scan every artifact for secrets."""

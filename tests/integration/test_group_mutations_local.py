@@ -1,4 +1,4 @@
-"""Integration: T5, T6, T7 and TI can fail. Each mutation breaks a running local cluster the way a real site can
+"""Integration: T5, T6, T7, TI and TB can fail. Each mutation breaks a running local cluster the way a real site can
 break it, runs the group (and a neighbour it must not disturb), asserts exactly the intended check FAILS naming what
 is wrong, restores, and asserts the group PASSES again (issue 11, item 7; docs/evidence-table.md).
 
@@ -24,11 +24,15 @@ Mutations (measured on Slurm 24.11 from Debian, dynamic workers):
 - TI: a local account for the user on the workers (worker1: the user's name with another uid; worker2: another
   name with the user's uid), as a worker image with baked-in accounts has; and, separately, nss_slurm removed from
   worker2's nsswitch.conf (names of the user's uid and groups then do not resolve in tasks there).
+- TB (performance baselines, ~30 s and ~17 s): ``-m TB`` records every metric of every worker; a declared MPI
+  latency band that cannot hold FAILs naming each pair; worker2's processes moved into a cpu cgroup of our own with
+  a 5% CFS quota make it the cohort's memory-bandwidth outlier, named alone; restored, it PASSes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
@@ -47,6 +51,7 @@ from acceptance_helpers import (
     node_sh,
     passes_again,
     run_checks,
+    run_pytest,
     task_prolog_exporting,
 )
 
@@ -289,3 +294,89 @@ def test_t7_judges_a_time_limit_against_the_configured_overtime(deployment):
     assert failed.outcomes("failure") == ["test_t07_policy::test_time_limit_is_enforced"], failed.output[-3000:]
     message = failed.messages()
     assert "past its limit plus overtime" in message and "OverTimeLimit=1 min" in message, message[-3000:]
+
+
+TB_METRICS = ("mpi_latency", "mpi_bandwidth", "memory_triad", "storage_write", "storage_read")
+PINGPONG = "test_tb_baselines::test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours"
+
+
+def test_tb_records_every_metric_of_every_worker_and_a_band_that_cannot_hold_fails_naming_each_pair(deployment):
+    """``-m TB`` on the healthy cluster: every metric of every worker (and both ring directions) is in
+    evidence.json with its unit and method, the scheduler's three timings too, and nothing FAILs (no reference is
+    declared: the cohort is the only one). Then a declared MPI latency band that cannot hold (at most 0.001 us):
+    the ping-pong check FAILs naming the metric and each pair."""
+    home, workdir, common, _ = deployment
+    run_id = f"tb{os.getpid()}"
+    started = time.monotonic()
+    run = run_checks(deployment, "-m", "TB", f"--slurmflox-run-id={run_id}")
+    took = time.monotonic() - started
+    assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-4000:]
+    assert len(run.in_module("test_tb_baselines")) == 4, run.output[-3000:]
+    evidence = json.loads((home / "reports" / run_id / "evidence.json").read_text())
+    metrics = [m for c in evidence["checks"] for m in c.get("metrics", [])]
+    workers = sorted({m["subject"] for m in metrics if m["metric"] == "memory_triad"})
+    assert len(workers) >= 2, metrics
+    for name in TB_METRICS:
+        subjects = {m["subject"] for m in metrics if m["metric"] == name}
+        ends = {end for s in subjects for end in s.split("->")}
+        assert ends == set(workers), (name, subjects)
+    pairs = {m["subject"] for m in metrics if m["metric"] == "mpi_latency"}
+    assert {f"{b}->{a}" for a, b in (p.split("->") for p in pairs)} == pairs, pairs  # both directions
+    cluster = {m["metric"] for m in metrics if m["subject"] == "cluster"}
+    assert cluster == {"scheduler_submit_to_start", "scheduler_srun_launch", "scheduler_burst"}, metrics
+    assert all(m["unit"] and m["method"] and m["value"] > 0 for m in metrics), metrics
+    page = (home / "reports" / run_id / "report.html").read_text()
+    assert 'id="slurmflox-baselines"' in page and all(f"{w}: " in page for w in workers), page[-2000:]
+    print(f"TB at {len(workers)} workers: {took:.1f} s (pytest wall, pre-flight included)")
+
+    doc = yaml.safe_load((workdir / "target.yaml").read_text())
+    doc.setdefault("expect", {})["performance"] = {"mpi_latency": {"reference": 1, "unit": "us", "upper": 0.001}}
+    declared = home / "target-tb-band.yaml"
+    declared.write_text(yaml.safe_dump(doc))
+    run = run_pytest(home, "-m", "TB", "-k", "pingpong", f"--slurmflox-target={declared}", *common, timeout=600)
+    assert run.outcomes("failure") == [PINGPONG], run.output[-3000:]
+    message = run.messages()
+    for pair in pairs:
+        assert re.search(rf"mpi_latency {re.escape(pair)}: [0-9.]+ us outside \[-inf, 0.001\] us", message), message
+
+
+@contextlib.contextmanager
+def _cpu_throttled(workdir: Path, node: str, share: float) -> Iterator[None]:
+    """Every process of ``node`` (its slurmd, and so every step it starts later) moved into a cgroup made here in
+    the host's cpu hierarchy with a CFS quota of ``share`` of one CPU (a throttled worker: a CPU cap a site set on one
+    node), below this process's own cpu cgroup; afterwards every process is moved back and the cgroup removed."""
+    from pytest_slurmflox.substrates.local.cgroups import own_cgroup, pids_in
+
+    parent = Path("/sys/fs/cgroup/cpu") / (own_cgroup("cpu") or "/").lstrip("/")
+    if not (parent / "cpu.cfs_quota_us").exists():
+        pytest.skip("this host has no cgroup v1 cpu controller to throttle a worker with")
+    base = next(iter(cluster_of(workdir).recorded_cgroups().bases.values()))
+    slow = parent / f"slurmflox-tbslow-{os.getpid()}"
+    slow.mkdir()
+    try:
+        (slow / "cpu.cfs_quota_us").write_text(str(int(100_000 * share)))
+        for pid in pids_in(base / node):
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                (slow / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for pid in (slow / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.procs").write_text(pid)
+        slow.rmdir()
+
+
+def test_tb_names_the_cpu_throttled_worker_as_the_outlier_and_passes_restored(deployment):
+    """worker2's processes capped at 5% of one CPU: the triad's memory bandwidth there falls far below the cohort's
+    median, and TB FAILs naming worker2 as the outlier, never worker1 (no reference is declared: the cohort is
+    the reference); restored, the same checks PASS."""
+    _, workdir, _, _ = deployment
+    select = ("-m", "TB", "-k", "triad")
+    with _cpu_throttled(workdir, "worker2", 0.05):
+        run = run_checks(deployment, *select)
+    assert run.outcomes("failure") == ["test_tb_baselines::test_memory_triad_bandwidth_on_every_worker"], run.output[
+        -3000:
+    ]
+    message = run.messages()
+    assert "memory_triad: worker2 is an outlier" in message and "worker1 is an outlier" not in message, message
+    passes_again(deployment, *select)

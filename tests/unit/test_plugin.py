@@ -244,3 +244,19 @@ def test_the_help_names_every_destructive_group_and_what_a_signoff_refuses():
     assert all(any(group in row.split("|")[1] for row in rows) for group in DESTRUCTIVE_GROUPS), rows
     for refused in ("FAIL", "SKIP", "NOT RUN", "deselected"):
         assert refused in helps["slurmflox-signoff"]
+
+
+def test_the_outlier_ratios_come_from_flag_env_or_ini_and_a_ratio_out_of_range_is_refused(pytester, monkeypatch):
+    """``--slurmflox-outlier-throughput`` is a share in (0, 1], ``--slurmflox-outlier-latency`` a multiple >= 1
+    (group TB's cohort judge, judges/baselines.py); anything else stops the run in one line."""
+    pytester.makeini("[pytest]\nslurmflox_outlier_latency = 2.5\n")
+    pytester.makepyfile(
+        "from pytest_slurmflox.harness.options import outlier_ratios\n"
+        "def test_ratios(request):\n"
+        "    print('RATIOS', outlier_ratios(request.config))\n"
+    )
+    monkeypatch.setenv("SLURMFLOX_OUTLIER_THROUGHPUT", "0.8")
+    assert "RATIOS (0.8, 2.5)" in pytester.runpytest("-s", "-p", "no:randomly").stdout.str()
+    refused = pytester.runpytest("--slurmflox-outlier-latency=0.5")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--slurmflox-outlier-latency: '0.5' is not a ratio in range (nothing was run)" in refused.stderr.str()

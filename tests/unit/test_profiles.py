@@ -95,7 +95,7 @@ def test_required_group_with_only_not_applicable_checks_blocks():
 @pytest.mark.parametrize("profile", [PROFILES["qemu"], UNKNOWN])
 def test_qemu_and_unknown_targets_require_everything(profile):
     own = {"TF"} if profile.name == "qemu" else set()  # qemu: no throwaway worker (profiles.py)
-    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in {"TW", *own})
+    assert profile.required() == tuple(g for g in GROUPS if g not in DESTRUCTIVE_GROUPS and g not in {"TW", "TB", *own})
     so = decide(_healthy(profile, _check("T1", SKIP, "shim", KUBE_SKIP)), requested=True, profile=profile)
     assert not so.signed and any("required group T1 is SKIP" in r for r in so.reasons), so.reasons
     assert decide(_healthy(profile), requested=True, profile=profile).signed
@@ -282,3 +282,19 @@ def test_every_require_in_the_suites_is_a_gate_here():
                 cap = call.args[1].value if isinstance(call.args[1], ast.Constant) else None
                 for group in groups:
                     assert (group, cap) in gated, f"{path.name}: require(target, {cap!r}) is no gate of {group}"
+
+
+def test_tb_is_required_only_where_the_target_declares_expect_performance():
+    """Undeclared, TB is not required (a run without it signs off) but its FAIL still blocks; declared, a run
+    without TB does not sign off."""
+    doc = {"login": LOGIN, "admin": {"user": "root"}}
+    plain = profile_of(parse_target(doc))
+    assert "TB" not in plain.required()
+    assert decide(_healthy(plain), requested=True, profile=plain).signed
+    assert not decide(_healthy(plain, _check("TB", FAIL, "triad")), requested=True, profile=plain).signed
+    performance = {"memory_triad": {"reference": 5000, "unit": "MB/s", "lower": "20%"}}
+    declared = profile_of(parse_target({**doc, "expect": {"performance": performance}}))
+    assert "TB" in declared.required()
+    so = decide([c for c in _healthy(declared) if c.group != "TB"], requested=True, profile=declared)
+    assert not so.signed and any("required group TB" in r for r in so.reasons), so.reasons
+    assert decide(_healthy(declared), requested=True, profile=declared).signed

@@ -23,6 +23,7 @@ from pytest_slurmflox.reporting.signoff import NOT_SIGNED_OFF, SIGNED_OFF
 from pytest_slurmflox.reporting.validation import SCHEMA_ID, junit_document, validate_evidence, validate_junit
 
 FAKE_CHECKS = r'''
+import json
 import os
 import pytest
 from pytest_slurmflox.base.run import LocalRunner
@@ -35,8 +36,12 @@ def sh(state, command):
 
 
 @pytest.mark.T3
-def test_pass_with_long_output(slurmflox_state):
+def test_pass_with_long_output(slurmflox_state, request):
     sh(slurmflox_state, "echo begin; seq 1 3000; echo end-of-long-output").check()
+    from pytest_slurmflox.judges.baselines import Sample
+    from pytest_slurmflox.model.evidence import METRICS
+    values = [Sample("mpi_latency", "w1->w2", 31.5).as_dict(), Sample("memory_triad", "w2", 4000.0).as_dict()]
+    request.node.user_properties.append((METRICS, json.dumps(values)))
 
 
 @pytest.mark.T4
@@ -137,6 +142,13 @@ def test_artifacts_exist_and_validate(pytester, site):
     assert evidence["schema"] == SCHEMA_ID and evidence["run"]["id"] == "r-all"
     checks = _checks(evidence)
     assert checks["test_pass_with_long_output"]["verdict"] == "PASS"
+    # measured values (group TB) ride in a property of every phase's report and are kept once, schema-valid
+    metrics = checks["test_pass_with_long_output"]["metrics"]
+    assert [(m["metric"], m["subject"], m["unit"]) for m in metrics] == [
+        ("mpi_latency", "w1->w2", "us"),
+        ("memory_triad", "w2", "MB/s"),
+    ]
+    assert "metrics" not in checks["test_fail_with_evidence"]
     assert checks["test_fail_with_evidence"]["verdict"] == "FAIL"
     assert checks["test_skip_with_reason"]["verdict"] == "SKIP"
     assert "fake target has none" in checks["test_skip_with_reason"]["skip_reason"]

@@ -170,3 +170,25 @@ def test_the_customer_command_without_pyargs_collects_what_pyargs_collects(tmp_p
     alone = collected()
     assert len(alone) > 50 and all(line.startswith("test_t") for line in alone), alone[:5]
     assert sorted(alone) == sorted(collected("--pyargs", "pytest_slurmflox.suites"))
+
+
+def _item(group: str) -> Any:
+    marks = [SimpleNamespace(name="acceptance"), SimpleNamespace(name=group)]
+    return SimpleNamespace(get_closest_marker=lambda name: next((m for m in marks if m.name == name), None),
+                           iter_markers=lambda: iter(marks))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "groups", "runs"),
+    [("acceptance", None, False), ("TB", None, True), ("acceptance and TB", None, True), ("", "T4,TB", True)],
+)
+def test_tb_runs_only_when_named(markexpr: str, groups: str | None, runs: bool):
+    """TB (groups.NAMED_ONLY_GROUPS) is left out of a run that does not name it, saying how to name it; a group
+    beside it is not."""
+    config = fake_config(markexpr=markexpr, slurmflox_groups=groups)
+    chosen = selection.Selection.of(config, "local")
+    if not runs:
+        assert chosen.why_dropped(_item("TB")) == "group TB runs only when named (-m TB or --slurmflox-groups TB)"
+        assert chosen.why_dropped(_item("T4")) is None
+    else:
+        assert chosen.why_dropped(_item("TB")) is None

@@ -53,6 +53,15 @@ def test_a_target_declaring_every_key_parses_and_names_every_key_of_the_schema()
     assert spec.flox_lock == Path("/sites/a/hpc-17.lock") and spec.limitations == EVERY_KEY["limitations"]
 
 
+def test_declared_performance_parses_and_a_bound_that_is_no_percent_is_refused_naming_it():
+    spec = parse_target(EVERY_KEY)
+    assert spec.performance["scheduler_burst"]["jobs"] == 20 and spec.declares_key("expect.performance")
+    doc = copy.deepcopy(EVERY_KEY)
+    doc["expect"]["performance"]["mpi_latency"]["upper"] = "lots"
+    with pytest.raises(TargetError, match=r"expect\.performance\.mpi_latency\.upper: .lots. does not match"):
+        parse_target(doc)
+
+
 def test_the_settings_sections_and_the_choices_are_the_codes():
     props = targetschema.schema()["properties"]
     assert set(props["expect"]["properties"]["settings"]["properties"]) == {*WORKER_KEYS, "COMPUTE_REPLICAS"}

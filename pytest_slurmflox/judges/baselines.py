@@ -1,0 +1,219 @@
+"""Performance baselines (group TB): each metric judged against a declared band, else against the cohort's median.
+
+Contract. A :class:`Sample` is one measured value of one metric for one subject: a worker (``worker2``), a directed
+ring pair (``worker1->worker2``, the first end started the exchange) or the cluster as a whole (``cluster``).
+
+- Declared: the target's ``expect.performance.<metric>`` gives ``reference`` and ``unit``, and optionally ``lower``
+  and ``upper``; each is an absolute value in the metric's unit (the bound itself) or a percent string (``"30%"``:
+  the reference minus, or plus, that share of it). Every sample outside ``[lower, upper]`` is a problem naming the
+  metric, the subject, the value and the band. A declared unit other than the metric's own is a problem too (the
+  values would be compared in different units). A bound left out does not limit that side.
+- Undeclared: the metric is recorded and carries no verdict of its own; a per-worker metric's samples are then
+  compared with the cohort's median (:func:`outliers`): a throughput below ``throughput_ratio`` x median or a latency
+  above ``latency_ratio`` x median names that worker as an outlier. A pair metric is judged per worker by the best
+  pair the worker is an end of (a slow worker makes every pair it is in slow; a healthy worker keeps one good pair),
+  so a slow worker is named alone. A cluster-wide metric has no cohort to compare with.
+
+The expectations never come from the worker under test: the band is the target's, the median the cohort's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: The cohort judge's default thresholds (``--slurmflox-outlier-throughput`` and ``--slurmflox-outlier-latency``).
+THROUGHPUT_RATIO = 0.7
+LATENCY_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric TB measures: its unit, whether more is better, what it is taken over and how it is measured."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    over: str  #: "worker", "pair" (a directed ring pair) or "cluster"
+    method: str
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("mpi_latency", "us", False, "pair", "OSU-style ping-pong, 8 B, half the mean round trip"),
+        Metric("mpi_bandwidth", "MB/s", True, "pair", "OSU-style ping-pong, 1 MiB, bytes / half the round trip"),
+        Metric("memory_triad", "MB/s", True, "worker", "STREAM-triad-like a[i]=b[i]+s*c[i], 3 x 8 B per element"),
+        Metric("storage_write", "MB/s", True, "worker", "dd of a file to the shared home, fsync'd"),
+        Metric(
+            "storage_read",
+            "MB/s",
+            True,
+            "worker",
+            "the previous ring worker's file read from the shared home, fastest of 3",
+        ),
+        Metric("scheduler_submit_to_start", "s", False, "cluster", "srun of one task: login clock to task clock"),
+        Metric("scheduler_srun_launch", "s", False, "cluster", "srun of one task on every worker, wall at login"),
+        Metric("scheduler_burst", "jobs/s", True, "cluster", "N one-task sbatch jobs, submitted to all ended"),
+    )
+}
+#: The burst's job count when the target does not give ``expect.performance.scheduler_burst.jobs``.
+BURST_JOBS = 50
+
+
+@dataclass(frozen=True)
+class Sample:
+    metric: str
+    subject: str
+    value: float
+
+    def as_dict(self) -> dict[str, Any]:
+        m = METRICS[self.metric]
+        return {"metric": self.metric, "subject": self.subject, "value": round(self.value, 4), "unit": m.unit,
+                "over": m.over, "method": m.method}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Band:
+    """A declared reference: ``lower``/``upper`` as resolved absolute bounds (None: unbounded on that side)."""
+
+    reference: float
+    unit: str
+    lower: float | None
+    upper: float | None
+
+    def holds(self, value: float) -> bool:
+        return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
+
+    def describe(self) -> str:
+        low = "-inf" if self.lower is None else f"{self.lower:g}"
+        high = "inf" if self.upper is None else f"{self.upper:g}"
+        return f"[{low}, {high}] {self.unit} (reference {self.reference:g})"
+
+
+def bound(reference: float, given: Any, sign: int) -> float | None:
+    """A band's side: None when not given, ``reference +/- p%`` for a percent string, else the absolute value."""
+    if given is None:
+        return None
+    if isinstance(given, str):
+        text = given.strip()
+        if not text.endswith("%"):
+            raise ValueError(f"{given!r} is neither a number nor a percent like '30%'")
+        return reference * (1 + sign * float(text[:-1]) / 100)
+    return float(given)
+
+
+def band(entry: Mapping[str, Any]) -> Band:
+    """The band of one declared ``expect.performance.<metric>`` entry."""
+    reference = float(entry["reference"])
+    return Band(reference, str(entry["unit"]), bound(reference, entry.get("lower"), -1),
+                bound(reference, entry.get("upper"), +1))  # fmt: skip
+
+
+def declared_problems(samples: Iterable[Sample], declared: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every sample of a declared metric outside its band (naming metric, subject, value and band), and every
+    declared unit that is not the metric's own."""
+    problems: list[str] = []
+    samples = list(samples)
+    for name, entry in declared.items():
+        if name not in METRICS or not isinstance(entry, Mapping) or "reference" not in entry:
+            continue
+        unit, b = METRICS[name].unit, band(entry)
+        if b.unit != unit:
+            problems.append(f"{name}: declared in {b.unit}, measured in {unit}")
+            continue
+        problems += [f"{name} {s.subject}: {s.value:g} {unit} outside {b.describe()}"
+                     for s in samples if s.metric == name and not b.holds(s.value)]  # fmt: skip
+    return problems
+
+
+def median(values: Iterable[float]) -> float:
+    """The median (the mean of the middle two for an even count)."""
+    return float(statistics.median(list(values)))
+
+
+def per_worker(samples: Iterable[Sample], metric: Metric) -> dict[str, float]:
+    """Worker -> its figure: its own sample, or for a pair metric the best pair it is an end of."""
+    out: dict[str, float] = {}
+    best = max if metric.higher_is_better else min
+    for s in samples:
+        ends = s.subject.split("->") if metric.over == "pair" else [s.subject]
+        for end in ends:
+            out[end] = best(out[end], s.value) if end in out else s.value
+    return out
+
+
+def outliers(
+    samples: Iterable[Sample],
+    declared: Mapping[str, Any],
+    *,
+    throughput_ratio: float = THROUGHPUT_RATIO,
+    latency_ratio: float = LATENCY_RATIO,
+) -> list[str]:
+    """Workers far from the cohort's median on a metric the target does not declare, each named with its value,
+    the median and the threshold. Needs at least two workers (a cohort of one has no one to compare with)."""
+    problems: list[str] = []
+    samples = list(samples)
+    for metric in METRICS.values():
+        if metric.name in declared or metric.over == "cluster":
+            continue
+        figures = per_worker((s for s in samples if s.metric == metric.name), metric)
+        if len(figures) < 2:
+            continue
+        mid = median(figures.values())
+        for worker, value in sorted(figures.items()):
+            if metric.higher_is_better and value < throughput_ratio * mid:
+                problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} < "
+                                f"{throughput_ratio:g} x the cohort median {mid:g}")  # fmt: skip
+            elif not metric.higher_is_better and value > latency_ratio * mid:
+                problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} > "
+                                f"{latency_ratio:g} x the cohort median {mid:g}")  # fmt: skip
+    return problems
+
+
+def burst_jobs(declared: Mapping[str, Any]) -> int:
+    """The burst's job count: ``expect.performance.scheduler_burst.jobs``, else :data:`BURST_JOBS`."""
+    entry = declared.get("scheduler_burst") or {}
+    return int(entry.get("jobs", BURST_JOBS)) if isinstance(entry, Mapping) else BURST_JOBS
+
+
+def parse_lines(lines: Iterable[str]) -> list[Sample]:
+    """``metric subject value`` lines (the suite's programs print them) as samples; other lines are ignored."""
+    out: list[Sample] = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in METRICS:
+            try:
+                out.append(Sample(parts[0], parts[1], float(parts[2])))
+            except ValueError:
+                continue
+    return out
+
+
+def annotated(
+    samples: list[Sample],
+    declared: Mapping[str, Any],
+    *,
+    throughput_ratio: float = THROUGHPUT_RATIO,
+    latency_ratio: float = LATENCY_RATIO,
+) -> list[dict[str, Any]]:
+    """Each sample as evidence (:meth:`Sample.as_dict`) with what judged it: the metric's median over its samples
+    (``median``), the declared band's bounds (``lower``/``upper``, None where not declared) and whether a judge
+    named this subject (``named``: outside the band, or an end of it is the cohort's outlier)."""
+    named: set[tuple[str, str]] = set()
+    for problem in outliers(samples, declared, throughput_ratio=throughput_ratio, latency_ratio=latency_ratio):
+        metric, rest = problem.split(": ", 1)
+        worker = rest.split(" is an outlier", 1)[0]
+        named |= {(s.metric, s.subject) for s in samples if s.metric == metric and worker in s.subject.split("->")}
+    out = []
+    for s in samples:
+        entry = declared.get(s.metric)
+        b = band(entry) if isinstance(entry, Mapping) and "reference" in entry else None
+        if b is not None and not b.holds(s.value):
+            named.add((s.metric, s.subject))
+        mid = median(x.value for x in samples if x.metric == s.metric)
+        out.append({**s.as_dict(), "median": round(mid, 4), "lower": b.lower if b else None,
+                    "upper": b.upper if b else None})  # fmt: skip
+    return [{**d, "named": (d["metric"], d["subject"]) in named} for d in out]

@@ -1,0 +1,291 @@
+"""TB: performance baselines, measured on every worker and judged worker by worker (and ring pair by ring pair).
+
+Requirement: every worker (or ring pair) shows each metric within the band the target declares for it, and,
+where the target declares none, no worker is far from the cohort: a throughput below 0.7 x the cohort's median or
+a latency above 1.5 x it (``--slurmflox-outlier-throughput``, ``--slurmflox-outlier-latency``) FAILs naming the
+worker. Every value goes into ``evidence.json`` (the check's ``metrics``: metric, worker or pair, value, unit,
+method); a metric the target declares nothing for is recorded and carries no verdict of its own.
+
+Where the expectations come from: the target's ``expect.performance`` (per metric ``reference``, ``unit``,
+``lower``/``upper`` absolute or a percent of the reference) and the cohort's own median. Never the worker under
+test: a worker is compared with the band and with the others, never with itself.
+
+How each metric is measured, each metric in ONE multi-node step over the whole cohort (a step per metric, not per
+worker: the cost grows linearly with the workers only where the measurement itself does):
+
+- MPI latency (8 B) and bandwidth (1 MiB): an OSU-style ping-pong (osu_latency / osu_bw's ping-pong form: the
+  initiator sends, the partner returns the message; half the mean round trip is the latency, bytes over half
+  the round trip the bandwidth) between each worker and its ring neighbour, in two phases: every worker i pings
+  i+1, then every worker i pings i-1, one pair at a time with the others waiting at a barrier, so each worker is
+  measured towards both neighbours and in both directions. The program is compiled on a worker with the worker's
+  own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one rank per worker.
+- Memory bandwidth: a STREAM-triad-like kernel (``a[i] = b[i] + s * c[i]`` over 2 Mi doubles, 20 passes, bytes
+  moved over the whole wall time: a throttled CPU shows in it) on every worker, compiled like the MPI program; the
+  workers take turns within the one step, so workers sharing a host's cores never measure each other.
+- Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
+  ring over the cohort reads it back (as T9's check): three timed reads, each the file four times through in one
+  ``cat``, the fastest counting, timed on the worker.
+- Scheduler: submit-to-start of one one-task step (the login's clock before ``srun``, the task's clock when it
+  runs: one host's clock on the local substrate, NTP-close clocks elsewhere), the wall time of one ``srun`` of a
+  task on every worker, and a burst of N one-task batch jobs (N from ``expect.performance.scheduler_burst.jobs``,
+  default 50) as jobs per second from the first submission to the last job gone from the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+import pytest
+
+from pytest_slurmflox.base.run import command_line, quoted
+from pytest_slurmflox.base.waits import job_timeout
+from pytest_slurmflox.harness.options import outlier_ratios
+from pytest_slurmflox.judges.baselines import (
+    Sample,
+    annotated,
+    burst_jobs,
+    declared_problems,
+    outliers,
+    parse_lines,
+)
+from pytest_slurmflox.model.evidence import METRICS
+
+from ._capability import declared, requirement
+from ._cohort import across, ring, ring_case
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.TB]
+
+
+PINGPONG = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define NAME 256
+static double pingpong(int me, int peer, int initiator, char *buf, int bytes, int iters) {
+    double t0 = 0;
+    for (int i = -2; i < iters; i++) {  /* two warm-up round trips */
+        if (i == 0) t0 = MPI_Wtime();
+        if (initiator) {
+            MPI_Send(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+        }
+    }
+    return (MPI_Wtime() - t0) / iters / 2;  /* one way */
+}
+int main(int argc, char **argv) {
+    int me, n; char name[NAME] = {0}; char *all; char *buf = calloc(1, 1 << 20);
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me); MPI_Comm_size(MPI_COMM_WORLD, &n);
+    const char *node = getenv("SLURMD_NODENAME"); strncpy(name, node ? node : "?", NAME - 1);
+    all = calloc(n, NAME);
+    MPI_Allgather(name, NAME, MPI_CHAR, all, NAME, MPI_CHAR, MPI_COMM_WORLD);
+    for (int phase = 0; phase < (n > 2 ? 2 : 1); phase++) {
+        for (int p = 0; p < n; p++) {
+            int peer = (p + (phase ? n - 1 : 1)) % n;
+            if (me == p || me == peer) {
+                int other = me == p ? peer : p, initiator = me == p;
+                double lat = pingpong(me, other, initiator, buf, 8, 200);
+                double bw = pingpong(me, other, initiator, buf, 1 << 20, 10);
+                if (initiator) {
+                    printf("mpi_latency %s->%s %.3f\n", name, all + other * NAME, lat * 1e6);
+                    printf("mpi_bandwidth %s->%s %.1f\n", name, all + other * NAME, (1 << 20) / bw / 1e6);
+                    fflush(stdout);
+                }
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+TRIAD = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#define N (2 * 1024 * 1024)
+#define PASSES 20
+int main(void) {
+    double *a = malloc(N * sizeof(double)), *b = malloc(N * sizeof(double)), *c = malloc(N * sizeof(double));
+    struct timespec t0, t1; double s = 3.0, check = 0;
+    for (long i = 0; i < N; i++) { a[i] = 0; b[i] = 1; c[i] = 2; }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int p = 0; p < PASSES; p++) { for (long i = 0; i < N; i++) a[i] = b[i] + s * c[i]; check += a[p]; }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    const char *node = getenv("SLURMD_NODENAME");
+    printf("memory_triad %s %.1f\n", node ? node : "?", 3.0 * 8 * N * PASSES / secs / 1e6);
+    return check == 0;
+}
+"""
+#: How long a worker waits for the previous one's triad to end before it runs its own anyway (seconds).
+TURN_WAIT = 20
+#: Each worker's file on the shared home (MiB), and how long its reader waits for it.
+STORAGE_MIB = 32
+#: How often one timed read reads the file through (one ``cat``): a read of a few ms would time the process start.
+READ_PASSES = 4
+VISIBLE_WITHIN = 30
+
+
+def _compiled(submit, target, name: str, source: str) -> str:
+    """``source`` compiled now on a worker with its own mpicc (T6's way); SKIP naming the capability without one."""
+    outdir = submit.made_outdir()
+    target.login.run(quoted("cat > %s/%s.c", outdir, name), input=source).check()
+    program = f"{outdir}/{name}"
+    compile_it = quoted("command -v mpicc >/dev/null || exit 97; mpicc -O2 -o %s %s.c", program, program)
+    build = submit.srun("-N1 -n1", command_line("bash -c", [compile_it]))
+    if not build.ok:
+        pytest.skip(f"missing capability mpi-probe: the workers cannot compile {name}.c (no working mpicc)")
+    return program
+
+
+def _judged(request, target, samples: list[Sample], expected: str, *evidence) -> None:
+    """Record ``samples`` in the check's report (evidence.json ``metrics``) and judge them: the declared band,
+    then the cohort's median where nothing is declared."""
+    wanted = {s.metric for s in samples}
+    performance = {k: v for k, v in target.spec.performance.items() if k in wanted}
+    throughput, latency = outlier_ratios(request.config)
+    recorded = annotated(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
+    request.node.user_properties.append((METRICS, json.dumps(recorded)))
+    problems = declared_problems(samples, performance)
+    problems += outliers(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
+    shown = "\n".join(f"{s.metric} {s.subject} {s.value:g}" for s in samples)
+    requirement(not problems, f"{expected}: " + "; ".join(problems), *evidence, "measured:\n" + shown)
+
+
+def _complete(samples: list[Sample], metric: str, subjects: list[str]) -> list[str]:
+    got = {s.subject for s in samples if s.metric == metric}
+    return [f"{metric}: no value for {subject}" for subject in subjects if subject not in got]
+
+
+def _initiated(samples: list[Sample], metric: str, workers: list[str]) -> list[str]:
+    """Each worker starts a ping-pong with both ring neighbours (one when the ring is two workers): the workers
+    that did not report that many pairs (the ring follows the ranks, which Slurm orders, not the names)."""
+    each = 2 if len(workers) > 2 else 1
+    counts = {w: sum(1 for s in samples if s.metric == metric and s.subject.split("->")[0] == w) for w in workers}
+    return [f"{metric}: {w} reported {c} of its {each} ring pairs" for w, c in counts.items() if c != each]
+
+
+def test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours(request, submit, target, workers):
+    """OSU-style ping-pong (8 B latency, 1 MiB bandwidth) between each worker and both ring neighbours, each
+    direction, one MPI step over the cohort: a pair outside its declared band, or a worker whose best pair is far
+    from the cohort's, FAILs naming it."""
+    if len(workers) < 2:
+        pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
+    program = _compiled(submit, target, "tb_pingpong", PINGPONG)
+    # ranks waiting their turn yield the CPU (Open MPI busy-polls otherwise, starving the pair on shared cores)
+    script = "OMPI_MCA_mpi_yield_when_idle=1 " + quoted("%s", program)
+    step = across(submit, workers, script, args="--mpi=pmix", timeout=job_timeout(stages=2))
+    samples = parse_lines(line for lines in step.lines.values() for line in lines)
+    missing = [p for m in ("mpi_latency", "mpi_bandwidth") for p in _initiated(samples, m, sorted(workers))]
+    requirement(
+        step.result.ok and not missing, "a ping-pong value for every ring pair: " + "; ".join(missing), step.result
+    )
+    _judged(request, target, samples, "MPI latency and bandwidth of every ring pair", step.result)
+
+
+def test_memory_triad_bandwidth_on_every_worker(request, submit, target, workers):
+    """A STREAM-triad-like kernel on every worker in one step, the workers taking turns (each task waits, sleeping,
+    for the previous rank's mark on the shared home, at most :data:`TURN_WAIT` s): workers that share a host's
+    cores (the local substrate) do not measure each other. Outside the declared band, or below the cohort's median
+    by the outlier ratio, FAILs naming the worker."""
+    program = _compiled(submit, target, "tb_triad", TRIAD)
+    turn = quoted("%s/tb-turn-%s", submit.made_outdir(), secrets.token_hex(4))
+    script = (
+        f'i=$SLURM_PROCID; if [ "$i" -gt 0 ]; then for _ in $(seq {TURN_WAIT * 20}); do '
+        f"[ -e {turn}-$((i-1)) ] && break; sleep 0.05; done; fi; " + quoted("%s", program) + f"; touch {turn}-$i"
+    )
+    step = across(submit, workers, script, timeout=job_timeout(stages=2) + len(workers))
+    submit.login.run(f"rm -f {turn}-*")
+    samples = parse_lines(line for lines in step.lines.values() for line in lines)
+    missing = _complete(samples, "memory_triad", sorted(workers))
+    requirement(step.result.ok and not missing, "a triad value for every worker: " + "; ".join(missing), step.result)
+    _judged(request, target, samples, "memory bandwidth on every worker", step.result)
+
+
+def test_shared_storage_write_and_read_throughput(request, submit, target, workers, run_id):
+    """Every worker writes a file to the shared home and the next worker of a ring reads it, one step: write and
+    read throughput per worker, judged like every metric."""
+    from pytest_slurmflox.model.declared import HOME
+
+    declared(target, HOME)
+    if not target.spec.expect.settings.worker_home_path:
+        pytest.skip("missing capability shared-home: WORKER_HOME_PATH is empty, workers mount no shared home")
+    if len(workers) < 2:
+        pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
+    outdir = submit.made_outdir()
+    own = f"tb-{run_id}-{time.time_ns()}"
+    pairs = ring(sorted(workers))
+
+    def path(node: str) -> str:
+        return quoted("%s/%s-%s.dat", outdir, own, node)
+
+    writes = ring_case(pairs, lambda me, _r: (
+        f"s=$(date +%s%N); dd if=/dev/zero of={path(me)} bs=1M count={STORAGE_MIB} conv=fsync status=none && "
+        f"echo storage_write $s $(date +%s%N) && touch {path(me)}.done"))  # fmt: skip
+    reads = ring_case([(r, w) for w, r in pairs], lambda _me, writer: (
+        f"for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -e {path(writer)}.done ] && break; sleep 0.25; done; "
+        f"for _ in 1 2 3; do s=$(date +%s%N); cat {' '.join([path(writer)] * READ_PASSES)} >/dev/null && "
+        f"echo storage_read $s $(date +%s%N); done; rm -f {path(writer)} {path(writer)}.done"))  # fmt: skip
+    step = across(submit, workers, f"{writes}; {reads}", timeout=job_timeout(stages=2))
+    samples = storage_samples(step.lines)
+    missing = _complete(samples, "storage_write", sorted(workers)) + _complete(samples, "storage_read", sorted(workers))
+    requirement(step.result.ok and not missing, "a storage value for every worker: " + "; ".join(missing), step.result)
+    _judged(request, target, samples, "shared-storage throughput on every worker", step.result)
+
+
+def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
+    """``storage_write|storage_read <start ns> <end ns>`` lines per worker as MB/s samples of that worker, the best
+    of its lines per metric (the reader reads three times)."""
+    samples = []
+    for node, said in lines.items():
+        for line in said:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in ("storage_write", "storage_read") and parts[2].isdigit():
+                seconds = max(int(parts[2]) - int(parts[1]), 1) / 1e9
+                passes = READ_PASSES if parts[0] == "storage_read" else 1
+                samples.append(Sample(parts[0], node, passes * STORAGE_MIB * 1.048576 / seconds))
+    best: dict[tuple[str, str], Sample] = {}
+    for sample in samples:  # the fastest of a worker's reads: one read of a few ms is mostly the host's jitter
+        key = (sample.metric, sample.subject)
+        if key not in best or sample.value > best[key].value:
+            best[key] = sample
+    return list(best.values())
+
+
+def test_scheduler_submit_to_start_launch_and_burst(request, submit, target, workers):
+    """Submit-to-start of one task, the launch of one task on every worker, and a burst of N one-task jobs as
+    jobs/s: cluster-wide values, judged only against a declared band."""
+    first = sorted(workers)[0]
+    start_line = command_line(
+        "srun", ["-J", submit.name, *submit.placement, "-N1", "-n1", "-w", first, "date", "+%s%N"]
+    )
+    one = submit.login.run(f"date +%s%N; {start_line}", timeout=job_timeout())
+    stamps = [int(x) for x in one.stdout.split() if x.isdigit()]
+    launch = across(submit, workers, "true", timeout=job_timeout())
+    n = burst_jobs(target.spec.performance)
+    job = command_line(
+        "sbatch", ["--parsable", "-J", submit.name, *submit.placement, "-o", "/dev/null", "--wrap", "true"]
+    )
+    queue = command_line("squeue", ["-h", "-n", submit.name])
+    loop = quoted("s=$(date +%%s%%N); for _ in $(seq %s); do ", n)
+    line = loop + job + ' >/dev/null || exit 3; done; while [ -n "$(' + queue + ')" ]; do sleep 0.2; done; '
+    burst = submit.login.run(line + "echo $s $(date +%s%N)", timeout=job_timeout(stages=3) + n)
+    ends = [int(x) for x in burst.stdout.split() if x.isdigit()]
+    ok = one.ok and len(stamps) >= 2 and launch.result.ok and burst.ok and len(ends) >= 2
+    requirement(
+        ok, "the scheduler timings could be taken (one task, one task per worker, the burst)", one, launch.result, burst
+    )
+    samples = [
+        Sample("scheduler_submit_to_start", "cluster", (stamps[-1] - stamps[0]) / 1e9),
+        Sample("scheduler_srun_launch", "cluster", launch.result.duration),
+        Sample("scheduler_burst", "cluster", n / ((ends[-1] - ends[-2]) / 1e9)),
+    ]
+    _judged(request, target, samples, f"scheduler timings (burst of {n} jobs)", one, launch.result, burst)

@@ -1,0 +1,105 @@
+"""The TB judges: declared bands (absolute and percent), units, the cohort median and its outliers."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slurmflox.judges.baselines import (
+    BURST_JOBS,
+    Sample,
+    annotated,
+    band,
+    burst_jobs,
+    declared_problems,
+    median,
+    outliers,
+    parse_lines,
+)
+
+
+def test_percent_bounds_are_shares_of_the_reference():
+    b = band({"reference": 100, "unit": "us", "lower": "10%", "upper": "30%"})
+    assert (b.lower, b.upper) == (pytest.approx(90.0), pytest.approx(130.0))
+
+
+def test_absolute_bounds_are_the_bounds_and_a_missing_side_is_unbounded():
+    b = band({"reference": 5, "unit": "us", "upper": 0.001})
+    assert (b.lower, b.upper) == (None, 0.001)
+    assert b.holds(-1e9) and not b.holds(0.002)
+
+
+def test_a_bound_that_is_neither_number_nor_percent_is_refused():
+    with pytest.raises(ValueError, match="percent"):
+        band({"reference": 5, "unit": "us", "upper": "lots"})
+
+
+def test_a_band_that_cannot_hold_names_the_metric_each_pair_the_value_and_the_band():
+    samples = [Sample("mpi_latency", "w1->w2", 40.0), Sample("mpi_latency", "w2->w1", 42.0)]
+    problems = declared_problems(samples, {"mpi_latency": {"reference": 1, "unit": "us", "upper": 0.001}})
+    assert problems == [
+        "mpi_latency w1->w2: 40 us outside [-inf, 0.001] us (reference 1)",
+        "mpi_latency w2->w1: 42 us outside [-inf, 0.001] us (reference 1)",
+    ]
+
+
+def test_a_declared_unit_other_than_the_metrics_own_is_a_problem():
+    samples = [Sample("memory_triad", "w1", 5000.0)]
+    assert declared_problems(samples, {"memory_triad": {"reference": 5, "unit": "GB/s"}}) == [
+        "memory_triad: declared in GB/s, measured in MB/s"
+    ]
+
+
+def test_inside_the_band_and_undeclared_metrics_carry_no_declared_verdict():
+    samples = [Sample("memory_triad", "w1", 5000.0), Sample("storage_read", "w1", 1.0)]
+    assert declared_problems(samples, {"memory_triad": {"reference": 5000, "unit": "MB/s", "lower": "20%"}}) == []
+
+
+def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two():
+    assert median([1.0, 3.0, 10.0, 2.0]) == 2.5
+    assert median([4.0, 1.0, 9.0]) == 4.0
+
+
+def test_a_slow_worker_is_the_one_throughput_outlier():
+    samples = [Sample("memory_triad", w, v) for w, v in (("w1", 1000), ("w2", 990), ("w3", 300))]
+    assert outliers(samples, {}) == ["memory_triad: w3 is an outlier: 300 MB/s < 0.7 x the cohort median 990"]
+
+
+def test_a_high_latency_pair_names_the_slow_worker_alone():
+    pairs = {"w1->w2": 20, "w2->w3": 90, "w3->w1": 95, "w2->w1": 21, "w3->w2": 92, "w1->w3": 94}
+    samples = [Sample("mpi_latency", p, v) for p, v in pairs.items()]
+    assert outliers(samples, {}) == ["mpi_latency: w3 is an outlier: 90 us > 1.5 x the cohort median 20"]
+
+
+def test_thresholds_are_configurable_and_a_declared_metric_is_not_judged_by_the_cohort():
+    samples = [Sample("storage_write", w, v) for w, v in (("w1", 100), ("w2", 80))]
+    assert outliers(samples, {}) == []
+    assert outliers(samples, {}, throughput_ratio=0.95) == [
+        "storage_write: w2 is an outlier: 80 MB/s < 0.95 x the cohort median 90"
+    ]
+    assert outliers(samples, {"storage_write": {"reference": 90, "unit": "MB/s"}}, throughput_ratio=0.95) == []
+
+
+def test_cluster_wide_metrics_and_a_cohort_of_one_have_no_cohort_verdict():
+    samples = [Sample("scheduler_burst", "cluster", 0.1), Sample("memory_triad", "w1", 1.0)]
+    assert outliers(samples, {}) == []
+
+
+def test_samples_carry_unit_subject_and_method_and_lines_parse_only_our_metrics():
+    samples = parse_lines(["mpi_bandwidth w1->w2 812.5", "noise", "memory_triad w1 nan?", "x w1 3"])
+    assert [s.as_dict()["unit"] for s in samples] == ["MB/s"]
+    assert samples[0].as_dict()["over"] == "pair" and "ping-pong" in samples[0].as_dict()["method"]
+
+
+def test_the_burst_size_comes_from_the_target_else_the_default():
+    assert burst_jobs({}) == BURST_JOBS
+    assert burst_jobs({"scheduler_burst": {"reference": 5, "unit": "jobs/s", "jobs": 12}}) == 12
+
+
+def test_annotated_values_carry_the_median_the_band_and_who_the_judges_named():
+    samples = [Sample("memory_triad", w, v) for w, v in (("w1", 1000), ("w2", 990), ("w3", 300))]
+    samples += [Sample("mpi_latency", "w1->w2", 40.0)]
+    declared = {"mpi_latency": {"reference": 1, "unit": "us", "upper": 0.001}}
+    out = {(d["metric"], d["subject"]): d for d in annotated(samples, declared)}
+    assert out["memory_triad", "w3"]["named"] and not out["memory_triad", "w1"]["named"]
+    assert out["memory_triad", "w1"]["median"] == 990 and out["memory_triad", "w1"]["upper"] is None
+    assert out["mpi_latency", "w1->w2"]["named"] and out["mpi_latency", "w1->w2"]["upper"] == 0.001
