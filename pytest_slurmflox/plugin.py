@@ -21,6 +21,7 @@ import pytest
 
 from .harness import fixtures
 from .harness.concurrency import apply_default_workers
+from .harness.history import register_history
 from .harness.options import (
     EarlyOptions,
     add_options,
@@ -122,7 +123,8 @@ def pytest_configure(config: pytest.Config) -> None:
         requested=bool(get_option(config, "slurmflox_signoff")),
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
     )
-    register_report_writer(config, state, get_option(config, "slurmflox_reports"), request)
+    writer = register_report_writer(config, state, get_option(config, "slurmflox_reports"), request)
+    register_history(config, writer)
 
 
 @pytest.hookimpl(tryfirst=True)

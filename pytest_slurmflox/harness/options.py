@@ -119,6 +119,16 @@ OPTIONS: tuple[Option, ...] = (
         default="1.5",
     ),
     Option(
+        "slurmflox-compare",
+        "group TB: an earlier run's evidence.json (or its report directory); each metric is shown against it, and "
+        "one that regressed beyond the outlier tolerance is said as FAIL",
+    ),
+    Option(
+        "slurmflox-save-baseline",
+        "group TB: write this run's metrics to this file as a target file's expect.performance block (a file that "
+        "exists is left as it is)",
+    ),
+    Option(
         "slurmflox-workers",
         "pytest-xdist workers of an acceptance run without -n: auto (2 when pytest-xdist is installed) or a number; "
         "0 runs the checks one after another",

@@ -15,7 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from pytest_slurmflox.model import targetschema
 from pytest_slurmflox.model.groups import CAPABILITY_GROUPS, REQUIRED_GROUPS
 from pytest_slurmflox.model.secrets import scan_for_secrets, secret_needles
 from pytest_slurmflox.reporting.artifacts import ReportPaths
@@ -40,7 +42,8 @@ def test_pass_with_long_output(slurmflox_state, request):
     sh(slurmflox_state, "echo begin; seq 1 3000; echo end-of-long-output").check()
     from pytest_slurmflox.judges.baselines import Sample
     from pytest_slurmflox.model.evidence import METRICS
-    values = [Sample("mpi_latency", "w1->w2", 31.5).as_dict(), Sample("memory_triad", "w2", 4000.0).as_dict()]
+    latency = float(os.environ.get("SFX_LATENCY", "31.5"))
+    values = [Sample("mpi_latency", "w1->w2", latency).as_dict(), Sample("memory_triad", "w2", 4000.0).as_dict()]
     request.node.user_properties.append((METRICS, json.dumps(values)))
 
 
@@ -130,6 +133,34 @@ def run(pytester: pytest.Pytester, site: dict, run_id: str, *args: str, subproce
 
 def _checks(evidence: dict) -> dict[str, dict]:
     return {c["nodeid"].rsplit("::", 1)[-1]: c for c in evidence["checks"]}
+
+
+def test_a_saved_baseline_and_a_comparison_with_an_earlier_run(pytester, site, monkeypatch):
+    """--slurmflox-save-baseline writes the run's figures as an expect.performance block the schema accepts (never
+    over a file that exists); --slurmflox-compare prints a line per metric with both values and the ratio, FAIL
+    where it regressed, in the terminal and the HTML report; an earlier run that is not there stops the run."""
+    saved = site["reports"].parent / "baseline.yaml"
+    result, paths, _ = run(pytester, site, "r-base", f"--slurmflox-save-baseline={saved}")
+    result.stdout.fnmatch_lines([f"slurmflox: save-baseline: 2 metric(s) written to {saved} as expect.performance"])
+    block = yaml.safe_load(saved.read_text())["expect"]["performance"]
+    assert block["mpi_latency"] == {"reference": 31.5, "unit": "us", "upper": 47.25}
+    doc = yaml.safe_load(site["target"].read_text())
+    doc["expect"]["performance"] = block
+    assert targetschema.problems(doc) == []
+    result, _, _ = run(pytester, site, "r-base2", f"--slurmflox-save-baseline={saved}")
+    result.stdout.fnmatch_lines([f"slurmflox: save-baseline: {saved} exists and is left as it is"])
+    monkeypatch.setenv("SFX_LATENCY", "63")
+    result, later, _ = run(pytester, site, "r-later", f"--slurmflox-compare={paths.root}")
+    result.stdout.fnmatch_lines([
+        "slurmflox: TB compare mpi_latency: before 31.5 us, now 63 us, ratio 2.00 (FAIL, regressed beyond x1.5 of *",
+        "slurmflox: TB compare memory_triad: before 4000 MB/s, now 4000 MB/s, ratio 1.00 (within x0.7 of before)",
+    ])  # fmt: skip
+    assert "mpi_latency: before 31.5 us, now 63 us, ratio 2.00 (FAIL" in later.html.read_text()
+    missing = site["reports"].parent / "no-such-run.json"
+    result = pytester.runpytest_inprocess(f"--slurmflox-target={site['target']}", f"--slurmflox-compare={missing}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = result.stderr.str()
+    assert f"--slurmflox-compare: {missing}: " in said and "(nothing was run)" in said, said
 
 
 def test_artifacts_exist_and_validate(pytester, site):
