@@ -24,7 +24,8 @@ worker: the cost grows linearly with the workers only where the measurement itse
   workers take turns within the one step, so workers sharing a host's cores never measure each other.
 - Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
   ring over the cohort reads it back (as T9's check): three timed reads, each the file four times through in one
-  ``cat``, the fastest counting, timed on the worker.
+  ``cat``, the fastest counting, timed on the worker; the first worker's file is read the same way at the login
+  endpoint (``storage_read_login``, one value for the cluster: no cohort to compare it with, judged by its band).
 - Scheduler: submit-to-start of one one-task step (the login's clock before ``srun``, the task's clock when it
   runs: one host's clock on the local substrate, NTP-close clocks elsewhere), the wall time of one ``srun`` of a
   task on every worker, and a burst of N one-task batch jobs (N from ``expect.performance.scheduler_burst.jobs``,
@@ -131,6 +132,8 @@ TURN_WAIT = 20
 STORAGE_MIB = 32
 #: How often one timed read reads the file through (one ``cat``): a read of a few ms would time the process start.
 READ_PASSES = 4
+#: The storage metrics' line names: a worker's write, the next worker's read, the login endpoint's read.
+STORAGE_METRICS = ("storage_write", "storage_read", "storage_read_login")
 VISIBLE_WITHIN = 30
 
 
@@ -230,15 +233,30 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
     writes = ring_case(pairs, lambda me, _r: (
         f"s=$(date +%s%N); dd if=/dev/zero of={path(me)} bs=1M count={STORAGE_MIB} conv=fsync status=none && "
         f"echo storage_write $s $(date +%s%N) && touch {path(me)}.done"))  # fmt: skip
+    keep = pairs[0][0]  # the first writer's file stays for the login endpoint's read
+
+    def timed_reads(file: str, metric: str) -> str:
+        return (f"for _ in 1 2 3; do s=$(date +%s%N); cat {' '.join([file] * READ_PASSES)} >/dev/null && "
+                f"echo {metric} $s $(date +%s%N); done")  # fmt: skip
+
     reads = ring_case([(r, w) for w, r in pairs], lambda _me, writer: (
         f"for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -e {path(writer)}.done ] && break; sleep 0.25; done; "
-        f"for _ in 1 2 3; do s=$(date +%s%N); cat {' '.join([path(writer)] * READ_PASSES)} >/dev/null && "
-        f"echo storage_read $s $(date +%s%N); done; rm -f {path(writer)} {path(writer)}.done"))  # fmt: skip
+        f"{timed_reads(path(writer), 'storage_read')}; "
+        f"rm -f {path(writer)}.done{'' if writer == keep else ' ' + path(writer)}"))  # fmt: skip
     step = across(submit, workers, f"{writes}; {reads}", timeout=job_timeout(stages=2))
-    samples = storage_samples(step.lines)
+    at_login = target.login.run(
+        command_line("sh -c", [f"{timed_reads(path(keep), 'storage_read_login')}; rm -f {path(keep)}"])
+    )
+    samples = storage_samples({**step.lines, "login": at_login.stdout.splitlines()})
     missing = _complete(samples, "storage_write", sorted(workers)) + _complete(samples, "storage_read", sorted(workers))
-    requirement(step.result.ok and not missing, "a storage value for every worker: " + "; ".join(missing), step.result)
-    _judged(request, target, samples, "shared-storage throughput on every worker", step.result)
+    missing += _complete(samples, "storage_read_login", ["login"])
+    requirement(
+        step.result.ok and at_login.ok and not missing,
+        "a storage value for every worker and the login endpoint: " + "; ".join(missing),
+        step.result,
+        at_login,
+    )
+    _judged(request, target, samples, "shared-storage throughput on every worker and at login", step.result, at_login)
 
 
 def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
@@ -248,9 +266,9 @@ def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
     for node, said in lines.items():
         for line in said:
             parts = line.split()
-            if len(parts) == 3 and parts[0] in ("storage_write", "storage_read") and parts[2].isdigit():
+            if len(parts) == 3 and parts[0] in STORAGE_METRICS and parts[2].isdigit():
                 seconds = max(int(parts[2]) - int(parts[1]), 1) / 1e9
-                passes = READ_PASSES if parts[0] == "storage_read" else 1
+                passes = 1 if parts[0] == "storage_write" else READ_PASSES
                 samples.append(Sample(parts[0], node, passes * STORAGE_MIB * 1.048576 / seconds))
     best: dict[tuple[str, str], Sample] = {}
     for sample in samples:  # the fastest of a worker's reads: one read of a few ms is mostly the host's jitter

@@ -80,6 +80,7 @@ EVERY_KEY: dict[str, Any] = {
                     ("memory_triad", "MB/s"),
                     ("storage_write", "MB/s"),
                     ("storage_read", "MB/s"),
+                    ("storage_read_login", "MB/s"),
                     ("scheduler_submit_to_start", "s"),
                     ("scheduler_srun_launch", "s"),
                 )

@@ -54,6 +54,13 @@ METRICS: dict[str, Metric] = {
             "worker",
             "the previous ring worker's file read from the shared home, fastest of 3",
         ),
+        Metric(
+            "storage_read_login",
+            "MB/s",
+            True,
+            "cluster",
+            "a worker's file read from the shared home at the login endpoint, fastest of 3",
+        ),
         Metric("scheduler_submit_to_start", "s", False, "cluster", "srun of one task: login clock to task clock"),
         Metric("scheduler_srun_launch", "s", False, "cluster", "srun of one task on every worker, wall at login"),
         Metric("scheduler_burst", "jobs/s", True, "cluster", "N one-task sbatch jobs, submitted to all ended"),
