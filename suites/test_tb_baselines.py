@@ -7,8 +7,9 @@ worker. Every value goes into ``evidence.json`` (the check's ``metrics``: metric
 method); a metric the target declares nothing for is recorded and carries no verdict of its own.
 
 Where the expectations come from: the target's ``expect.performance`` (per metric ``reference``, ``unit``,
-``lower``/``upper`` absolute or a percent of the reference) and the cohort's own median. Never the worker under
-test: a worker is compared with the band and with the others, never with itself.
+``lower``/``upper`` absolute or a percent of the reference, and per kind of worker under ``features``: a Slurm node
+feature or partition the worker has, as ``scontrol show node`` lists them) and the median of the workers of the
+same kind. Never the worker under test: a worker is compared with the band and with the others, never with itself.
 
 How each metric is measured, each metric in ONE multi-node step over the whole cohort (a step per metric, not per
 worker: the cost grows linearly with the workers only where the measurement itself does):
@@ -48,6 +49,7 @@ from pytest_slurmflox.judges.baselines import (
     annotated,
     burst_jobs,
     declared_problems,
+    kind_of,
     outliers,
     parse_lines,
 )
@@ -155,10 +157,13 @@ def _judged(request, target, samples: list[Sample], expected: str, *evidence) ->
     wanted = {s.metric for s in samples}
     performance = {k: v for k, v in target.spec.performance.items() if k in wanted}
     throughput, latency = outlier_ratios(request.config)
-    recorded = annotated(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
+    # a worker is compared with workers of its kind, and judged by its kind's declared band (features, partitions)
+    kinds = {node.name: kind_of(node.raw) for node in target.slurm.nodes()}
+    ratios = {"throughput_ratio": throughput, "latency_ratio": latency, "kinds": kinds}
+    recorded = annotated(samples, performance, **ratios)
     request.node.user_properties.append((METRICS, json.dumps(recorded)))
-    problems = declared_problems(samples, performance)
-    problems += outliers(samples, performance, throughput_ratio=throughput, latency_ratio=latency)
+    problems = declared_problems(samples, performance, kinds)
+    problems += outliers(samples, performance, **ratios)
     shown = "\n".join(f"{s.metric} {s.subject} {s.value:g}" for s in samples)
     requirement(not problems, f"{expected}: " + "; ".join(problems), *evidence, "measured:\n" + shown)
 

@@ -16,6 +16,8 @@ LOGIN = {
     "ssh_config": "none",
     "proxy_jump": "jump@bastion.site-a.example:2022",
 }
+#: The metrics a heterogeneous cluster may declare per kind of worker (``features``): those taken per worker or pair.
+KINDED = ("mpi_latency", "mpi_bandwidth", "memory_triad", "storage_write", "storage_read")
 ENV = "/nix/store/0000000000000000000000000000000a-hpc-17"
 #: A customer's target declaring every key the schema names (the test below holds the two equal).
 EVERY_KEY: dict[str, Any] = {
@@ -74,6 +76,7 @@ EVERY_KEY: dict[str, Any] = {
         "performance": {
             **{
                 name: {"reference": 10, "unit": unit, "lower": "30%", "upper": 20}
+                | ({"features": {"gpu": {"reference": 30, "lower": "20%"}}} if name in KINDED else {})
                 for name, unit in (
                     ("mpi_latency", "us"),
                     ("mpi_bandwidth", "MB/s"),

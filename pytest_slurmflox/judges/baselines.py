@@ -7,12 +7,17 @@ ring pair (``worker1->worker2``, the first end started the exchange) or the clus
   and ``upper``; each is an absolute value in the metric's unit (the bound itself) or a percent string (``"30%"``:
   the reference minus, or plus, that share of it). Every sample outside ``[lower, upper]`` is a problem naming the
   metric, the subject, the value and the band. A declared unit other than the metric's own is a problem too (the
-  values would be compared in different units). A bound left out does not limit that side.
+  values would be compared in different units). A bound left out does not limit that side. A heterogeneous cluster
+  adds ``features``: a name (a Slurm node feature, or a partition the worker is in) -> that kind of worker's own
+  ``reference`` (its ``lower``/``upper`` when given, else the metric's); a worker is judged by the band of the first
+  listed name it carries (a pair by its first end), the others by the metric's own.
 - Undeclared: the metric is recorded and carries no verdict of its own; a per-worker metric's samples are then
   compared with the cohort's median (:func:`outliers`): a throughput below ``throughput_ratio`` x median or a latency
   above ``latency_ratio`` x median names that worker as an outlier. A pair metric is judged per worker by the best
   pair the worker is an end of (a slow worker makes every pair it is in slow; a healthy worker keeps one good pair),
-  so a slow worker is named alone. A cluster-wide metric has no cohort to compare with.
+  so a slow worker is named alone. Workers are compared only with workers of the same kind (the same Slurm
+  features and partitions, where the suite gives them): a GPU node's memory is not slow for being unlike a CPU
+  node's. A cluster-wide metric has no cohort to compare with.
 
 The expectations never come from the worker under test: the band is the target's, the median the cohort's.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The cohort judge's default thresholds (``--slurmflox-outlier-throughput`` and ``--slurmflox-outlier-latency``).
@@ -90,6 +95,7 @@ class Band:
     unit: str
     lower: float | None
     upper: float | None
+    scope: str = ""  #: the ``features`` name whose band this is, "" for the metric's own
 
     def holds(self, value: float) -> bool:
         return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
@@ -97,7 +103,8 @@ class Band:
     def describe(self) -> str:
         low = "-inf" if self.lower is None else f"{self.lower:g}"
         high = "inf" if self.upper is None else f"{self.upper:g}"
-        return f"[{low}, {high}] {self.unit} (reference {self.reference:g})"
+        scope = f", for feature {self.scope}" if self.scope else ""
+        return f"[{low}, {high}] {self.unit} (reference {self.reference:g}{scope})"
 
 
 def bound(reference: float, given: Any, sign: int) -> float | None:
@@ -119,20 +126,47 @@ def band(entry: Mapping[str, Any]) -> Band:
                 bound(reference, entry.get("upper"), +1))  # fmt: skip
 
 
-def declared_problems(samples: Iterable[Sample], declared: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every sample of a declared metric outside its band (naming metric, subject, value and band), and every
-    declared unit that is not the metric's own."""
+#: Worker -> its kind: its Slurm node features and the partitions it is in (empty where not known).
+Kinds = Mapping[str, frozenset[str]]
+
+
+def kind_of(node: Mapping[str, str]) -> frozenset[str]:
+    """A worker's kind from its ``scontrol -o show node`` fields: its available features and its partitions."""
+    names = f"{node.get('AvailableFeatures', '')},{node.get('Partitions', '')}".split(",")
+    return frozenset(n for n in (x.strip() for x in names) if n and n != "(null)")
+
+
+def band_for(entry: Mapping[str, Any], kind: frozenset[str]) -> Band:
+    """The band a worker of ``kind`` is judged by: the first ``features`` name it carries, else the metric's."""
+    for name, own in (entry.get("features") or {}).items():
+        if name in kind and isinstance(own, Mapping):
+            merged = {"unit": entry["unit"], "lower": entry.get("lower"), "upper": entry.get("upper"), **own}
+            return replace(band(merged), scope=str(name))
+    return band(entry)
+
+
+def _kind(subject: str, kinds: Kinds) -> frozenset[str]:
+    return kinds.get(subject.split("->")[0], frozenset())
+
+
+def declared_problems(
+    samples: Iterable[Sample], declared: Mapping[str, Mapping[str, Any]], kinds: Kinds | None = None
+) -> list[str]:
+    """Every sample of a declared metric outside its band (naming metric, subject, value and band; ``kinds`` picks a
+    worker's ``features`` band), and every declared unit that is not the metric's own."""
     problems: list[str] = []
     samples = list(samples)
     for name, entry in declared.items():
         if name not in METRICS or not isinstance(entry, Mapping) or "reference" not in entry:
             continue
-        unit, b = METRICS[name].unit, band(entry)
-        if b.unit != unit:
-            problems.append(f"{name}: declared in {b.unit}, measured in {unit}")
+        unit = METRICS[name].unit
+        if str(entry["unit"]) != unit:
+            problems.append(f"{name}: declared in {entry['unit']}, measured in {unit}")
             continue
-        problems += [f"{name} {s.subject}: {s.value:g} {unit} outside {b.describe()}"
-                     for s in samples if s.metric == name and not b.holds(s.value)]  # fmt: skip
+        for s in (s for s in samples if s.metric == name):
+            b = band_for(entry, _kind(s.subject, kinds or {}))
+            if not b.holds(s.value):
+                problems.append(f"{name} {s.subject}: {s.value:g} {unit} outside {b.describe()}")
     return problems
 
 
@@ -158,25 +192,32 @@ def outliers(
     *,
     throughput_ratio: float = THROUGHPUT_RATIO,
     latency_ratio: float = LATENCY_RATIO,
+    kinds: Kinds | None = None,
 ) -> list[str]:
-    """Workers far from the cohort's median on a metric the target does not declare, each named with its value,
-    the median and the threshold. Needs at least two workers (a cohort of one has no one to compare with)."""
+    """Workers far from the median of the workers of their kind (``kinds``; one cohort without it) on a metric the
+    target does not declare, each named with its value, the median and the threshold. Needs at least two workers
+    of a kind (one alone has no one to compare with)."""
     problems: list[str] = []
     samples = list(samples)
     for metric in METRICS.values():
         if metric.name in declared or metric.over == "cluster":
             continue
         figures = per_worker((s for s in samples if s.metric == metric.name), metric)
-        if len(figures) < 2:
-            continue
-        mid = median(figures.values())
-        for worker, value in sorted(figures.items()):
-            if metric.higher_is_better and value < throughput_ratio * mid:
-                problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} < "
-                                f"{throughput_ratio:g} x the cohort median {mid:g}")  # fmt: skip
-            elif not metric.higher_is_better and value > latency_ratio * mid:
-                problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} > "
-                                f"{latency_ratio:g} x the cohort median {mid:g}")  # fmt: skip
+        groups: dict[frozenset[str], dict[str, float]] = {}
+        for worker, value in figures.items():
+            groups.setdefault((kinds or {}).get(worker, frozenset()), {})[worker] = value
+        for kind, group in groups.items():
+            if len(group) < 2:
+                continue
+            mid = median(group.values())
+            whose = f" of the workers with {','.join(sorted(kind))}" if len(groups) > 1 and kind else ""
+            for worker, value in sorted(group.items()):
+                if metric.higher_is_better and value < throughput_ratio * mid:
+                    problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} < "
+                                    f"{throughput_ratio:g} x the cohort median{whose} {mid:g}")  # fmt: skip
+                elif not metric.higher_is_better and value > latency_ratio * mid:
+                    problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} > "
+                                    f"{latency_ratio:g} x the cohort median{whose} {mid:g}")  # fmt: skip
     return problems
 
 
@@ -205,19 +246,25 @@ def annotated(
     *,
     throughput_ratio: float = THROUGHPUT_RATIO,
     latency_ratio: float = LATENCY_RATIO,
+    kinds: Kinds | None = None,
 ) -> list[dict[str, Any]]:
     """Each sample as evidence (:meth:`Sample.as_dict`) with what judged it: the metric's median over its samples
-    (``median``), the declared band's bounds (``lower``/``upper``, None where not declared) and whether a judge
-    named this subject (``named``: outside the band, or an end of it is the cohort's outlier)."""
+    (``median``), the declared band's bounds for that subject (``lower``/``upper``, None where not declared) and
+    whether a judge named this subject (``named``: outside the band, or an end of it is an outlier of its kind)."""
     named: set[tuple[str, str]] = set()
-    for problem in outliers(samples, declared, throughput_ratio=throughput_ratio, latency_ratio=latency_ratio):
+    found = outliers(samples, declared, throughput_ratio=throughput_ratio, latency_ratio=latency_ratio, kinds=kinds)
+    for problem in found:
         metric, rest = problem.split(": ", 1)
         worker = rest.split(" is an outlier", 1)[0]
         named |= {(s.metric, s.subject) for s in samples if s.metric == metric and worker in s.subject.split("->")}
     out = []
     for s in samples:
         entry = declared.get(s.metric)
-        b = band(entry) if isinstance(entry, Mapping) and "reference" in entry else None
+        b = (
+            band_for(entry, _kind(s.subject, kinds or {}))
+            if isinstance(entry, Mapping) and "reference" in entry
+            else None
+        )
         if b is not None and not b.holds(s.value):
             named.add((s.metric, s.subject))
         mid = median(x.value for x in samples if x.metric == s.metric)

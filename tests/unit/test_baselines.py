@@ -11,6 +11,7 @@ from pytest_slurmflox.judges.baselines import (
     band,
     burst_jobs,
     declared_problems,
+    kind_of,
     median,
     outliers,
     parse_lines,
@@ -103,3 +104,37 @@ def test_annotated_values_carry_the_median_the_band_and_who_the_judges_named():
     assert out["memory_triad", "w3"]["named"] and not out["memory_triad", "w1"]["named"]
     assert out["memory_triad", "w1"]["median"] == 990 and out["memory_triad", "w1"]["upper"] is None
     assert out["mpi_latency", "w1->w2"]["named"] and out["mpi_latency", "w1->w2"]["upper"] == 0.001
+
+
+def test_a_worker_kind_is_its_features_and_partitions():
+    node = {"NodeName": "gpu1", "AvailableFeatures": "gpu,a100", "Partitions": "gpu,all"}
+    assert kind_of(node) == frozenset({"gpu", "a100", "all"})
+    assert kind_of({"AvailableFeatures": "(null)", "Partitions": "all"}) == frozenset({"all"})
+    assert kind_of({}) == frozenset()
+
+
+def test_a_heterogeneous_cluster_is_judged_by_each_kinds_own_band():
+    kinds = {"c1": frozenset({"all"}), "c2": frozenset({"all"}), "g1": frozenset({"gpu", "all"})}
+    declared = {"memory_triad": {"reference": 10000, "unit": "MB/s", "lower": "30%",
+                                 "features": {"gpu": {"reference": 40000}}}}  # fmt: skip
+    healthy = [Sample("memory_triad", "c1", 9800.0), Sample("memory_triad", "c2", 10100.0),
+               Sample("memory_triad", "g1", 39000.0)]  # fmt: skip
+    assert declared_problems(healthy, declared, kinds) == []
+    slow_gpu = [*healthy[:2], Sample("memory_triad", "g1", 12000.0)]  # fine for a CPU node, slow for a GPU node
+    assert declared_problems(slow_gpu, declared, kinds) == [
+        "memory_triad g1: 12000 MB/s outside [28000, inf] MB/s (reference 40000, for feature gpu)"
+    ]
+    assert declared_problems(slow_gpu, declared) == []  # without kinds, every worker has the metric's own band
+
+
+def test_the_cohort_judge_compares_a_worker_only_with_its_kind():
+    kinds = {w: frozenset({"cpu"}) for w in ("c1", "c2")} | {w: frozenset({"gpu"}) for w in ("g1", "g2", "g3")}
+    values = {"c1": 10000.0, "c2": 10500.0, "g1": 40000.0, "g2": 41000.0, "g3": 40500.0}
+    samples = [Sample("memory_triad", w, v) for w, v in values.items()]
+    assert outliers(samples, {}, kinds=kinds) == []
+    # as one cohort, the CPU nodes would be called slow for being unlike the GPU nodes
+    assert [p.split(" is ")[0] for p in outliers(samples, {})] == ["memory_triad: c1", "memory_triad: c2"]
+    samples[3] = Sample("memory_triad", "g2", 20000.0)
+    assert outliers(samples, {}, kinds=kinds) == [
+        "memory_triad: g2 is an outlier: 20000 MB/s < 0.7 x the cohort median of the workers with gpu 40000"
+    ]

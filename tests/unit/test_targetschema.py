@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from targetdocs import EVERY_KEY, LOGIN
+from targetdocs import EVERY_KEY, KINDED, LOGIN
 
 from pytest_slurmflox.model import targetschema
 from pytest_slurmflox.model.settings import KEYS, WORKER_KEYS, resolve
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 #: Sections whose keys are the site's own names (variables, PATH entries), not the schema's.
-FREE_FORM = {"runtime.exports.", "runtime.executables."}
+FREE_FORM = {"runtime.exports.", "runtime.executables."} | {f"expect.performance.{m}.features." for m in KINDED}
 
 
 def _paths(doc: Any, prefix: str = "") -> set[str]:
