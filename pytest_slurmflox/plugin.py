@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .harness import fixtures
+from .harness import fixtures, sitefixtures
 from .harness.concurrency import apply_default_workers
 from .harness.history import register_history
 from .harness.options import (
@@ -44,6 +44,7 @@ from .harness.selection import (
     user_named_paths,
 )
 from .harness.session import SlurmfloxSession
+from .harness.sitedeps import SiteDependencies
 from .harness.verbs import requested_verbs, run_verbs
 from .model.groups import MARKERS
 from .model.runrecord import start_of
@@ -117,6 +118,8 @@ def pytest_configure(config: pytest.Config) -> None:
     outlier_ratios(config)
     config.pluginmanager.register(session, "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
+    config.pluginmanager.register(sitefixtures, "slurmflox-site-fixtures")
+    config.pluginmanager.register(SiteDependencies(state), "slurmflox-site-dependencies")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
         return
     request = SignoffRequest(

@@ -27,3 +27,8 @@ _._wait_registered
 _._resume
 _._verify_usable
 _._reopen
+# harness/sitehosts.py: testinfra's backend API, called by testinfra (BaseBackend.NAME, get_encoding), and the
+# site-check API a site's own test module calls (Workers.gather; pytest_slurmflox/examples uses it)
+_.NAME
+_.get_encoding
+_.gather

@@ -45,6 +45,9 @@ AUTO_WORKERS = 2
 
 
 def _place(item: Any) -> int:
+    dependency = item.get_closest_marker("dependency")
+    if dependency is not None and dependency.kwargs.get("depends"):
+        return 5  # waits for what it depends on (harness/sitedeps.py): after everything else, so it never blocks it
     if item.get_closest_marker(WHOLE_COHORT) is not None:
         return 4
     if item.get_closest_marker(EARLY) is not None:
@@ -57,8 +60,8 @@ def _place(item: Any) -> int:
 
 def order_long_waits(items: list[Any]) -> None:
     """In place: long waits first, then the short checks, those judging a sibling's observation after them, long
-    waits with an early job after the rest, checks that hold the whole cohort last; each part in pytest's order (a
-    stable sort)."""
+    waits with an early job after the rest, checks that hold the whole cohort, then checks that depend on others
+    (pytest-dependency's ``depends``) last; each part in pytest's order (a stable sort)."""
     items.sort(key=_place)
 
 

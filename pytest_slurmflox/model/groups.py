@@ -35,6 +35,7 @@ GROUPS: dict[str, str] = {
     "T11F": "a failed runtime revision stays unavailable",
     "TDC": "a directory change reaches the next job (edits the directory)",
     "TAR": "accounting survives a restart of slurmdbd and of slurmctld",
+    "site": "the site's own checks (@pytest.mark.site, docs/site-checks.md)",
 }
 DESTRUCTIVE_GROUPS = frozenset({"T11R", "T11U", "T11C", "T11F", "TDC", "TAR"})
 #: Groups required only where the target declares the service they check (every local deployment declares it).
@@ -45,7 +46,13 @@ CAPABILITY_GROUPS: dict[str, str] = {"TD": "directory", "TA": "accounting", "TR"
 NAMED_ONLY_GROUPS: dict[str, str] = {"TB": "expect.performance"}
 #: Groups whose SKIP fails a sign-off (TW only exists when a workload corpus is given; a named-only group is
 #: required only where the target declares its key).
-REQUIRED_GROUPS = tuple(group for group in GROUPS if group not in DESTRUCTIVE_GROUPS and group not in NAMED_ONLY_GROUPS)
+#: The group of a site's own checks: shown, judged and blocking when it FAILs, never required (a site has its own).
+SITE_GROUP = "site"
+REQUIRED_GROUPS = tuple(
+    group
+    for group in GROUPS
+    if group not in DESTRUCTIVE_GROUPS and group not in NAMED_ONLY_GROUPS and group != SITE_GROUP
+)
 
 MARKERS = {
     "acceptance": "an acceptance check against a target (selected with -m acceptance)",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS, NAMED_ONLY_GROUPS
+from ..model.groups import CAPABILITY_GROUPS, DESTRUCTIVE_GROUPS, GROUPS, NAMED_ONLY_GROUPS, SITE_GROUP
 
 #: The verdict of a check or group that cannot apply to this kind of target (never PASS, never a required SKIP).
 NOT_APPLICABLE = "NOT APPLICABLE"
@@ -60,11 +60,13 @@ class Profile:
 
     def required(self, *, workloads_given: bool = False) -> tuple[str, ...]:
         """The groups a sign-off needs on this kind of target: every non-destructive group that can apply (TW
-        only with a workload corpus, a named-only group only where the target declares its key)."""
+        only with a workload corpus, a named-only group only where the target declares its key; never the site's
+        own checks, which block only when they FAIL)."""
         return tuple(
             g
             for g in GROUPS
             if g not in DESTRUCTIVE_GROUPS
+            and g != SITE_GROUP
             and g not in self.groups
             and (g != "TW" or workloads_given)
             and (g not in NAMED_ONLY_GROUPS or g in self.declared)

@@ -76,7 +76,7 @@ class Check:
             "nodeid": self.nodeid,
             "verdict": self.verdict,
             "phase": self.phase,
-            "skip_reason": self.reason if self.verdict in (SKIP, NOT_APPLICABLE) else None,
+            "skip_reason": self.reason if self.verdict in (SKIP, NOT_APPLICABLE, NOT_RUN) else None,
             "failure": (self.failure or self.reason) if self.verdict == FAIL else None,
             "duration": round(self.duration, 4),
             "span": self.span,

@@ -86,6 +86,7 @@ def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, 
             check=False,
         )
         print(proc.stdout[-6000:], proc.stderr[-3000:], f"took {time.monotonic() - t0:.1f}s", sep="\n")
+        site = _site_example_healthy_and_broken(venv, cwd, target, cluster["workdir"])
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # ran to the end (1: some check failed)
     assert f"slurmflox: target {target}" in proc.stdout
     assert "slurmflox-0.1.0" in proc.stdout  # the plugin came in through the wheel's pytest11 entry point
@@ -95,6 +96,46 @@ def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, 
     verdicts = [c["verdict"] for c in doc["checks"]]
     assert verdicts.count("PASS") >= 10, verdicts  # real checks ran and passed against the cluster
     assert {c["group"] for c in doc["checks"]} >= {"T3", "T5", "TI"}
+    healthy, broken = site
+    assert healthy == {PACKAGES: ("PASS", ""), LOGIN_COMMANDS: ("PASS", "")}, healthy
+    verdict, message = broken[PACKAGES]
+    assert verdict == "FAIL" and "worker2: bash is not installed" in message, broken
+    assert "worker1" not in message and broken[LOGIN_COMMANDS][0] == "PASS", broken
+
+
+PACKAGES = "test_every_worker_has_the_sites_packages"
+LOGIN_COMMANDS = "test_the_login_endpoint_has_the_users_commands"
+#: worker2's package database without bash (a bind mount over dpkg's status in that node only), and back.
+NO_BASH = (
+    "sed '/^Package: bash$/,/^$/d' /var/lib/dpkg/status > /run/.sfx-dpkg-status && "
+    "mount --bind /run/.sfx-dpkg-status /var/lib/dpkg/status"
+)
+BASH_BACK = "umount /var/lib/dpkg/status && rm -f /run/.sfx-dpkg-status"
+
+
+def _site_example_healthy_and_broken(venv: Path, cwd: Path, target: Path, workdir: Path) -> tuple[dict, dict]:
+    """The shipped site example from the wheel (``--pyargs pytest_slurmflox.examples``) on the healthy cluster,
+    then with bash gone from worker2's package database: each run's site checks as name -> (verdict, message)."""
+    from acceptance_helpers import node_sh
+
+    def run(run_id: str) -> dict:
+        argv = [str(venv / "bin" / "pytest"), "--pyargs", "pytest_slurmflox.examples", f"--slurmflox-target={target}"]
+        t0 = time.monotonic()
+        proc = subprocess.run([*argv, f"--slurmflox-run-id={run_id}"], cwd=cwd, capture_output=True, text=True,
+                              timeout=600, env=_clean_env(), check=False)  # fmt: skip
+        print(proc.stdout[-2500:], f"site example {run_id}: took {time.monotonic() - t0:.1f}s", sep="\n")
+        doc = json.loads(ReportPaths(cwd / "reports" / run_id).evidence.read_text())
+        assert validate_evidence(ReportPaths(cwd / "reports" / run_id).evidence) == []
+        return {c["nodeid"].rsplit("::", 1)[-1]: (c["verdict"], c.get("failure") or "") for c in doc["checks"]
+                if c["group"] == "site"}  # fmt: skip
+
+    healthy = run("site-healthy")
+    node_sh(workdir, "worker2", NO_BASH)
+    try:
+        broken = run("site-broken")
+    finally:
+        node_sh(workdir, "worker2", BASH_BACK)
+    return healthy, broken
 
 
 def test_wheel_against_a_login_on_a_closed_port_says_it_once(venv, tmp_path_factory):

@@ -162,8 +162,8 @@ def test_state_lives_in_the_stash_not_in_module_globals():
 
     mutable = []
     for info in pkgutil.walk_packages(pytest_slurmflox.__path__, "pytest_slurmflox."):
-        if info.name.startswith("pytest_slurmflox.substrates"):
-            continue
+        if info.name.startswith(("pytest_slurmflox.substrates", "pytest_slurmflox.examples")):
+            continue  # examples are test modules: their ``pytestmark`` list is pytest's own convention
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if name.startswith("__") or name.isupper() or not isinstance(value, list | dict | set):

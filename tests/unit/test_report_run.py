@@ -377,3 +377,40 @@ def test_no_reports_for_project_test_runs(pytester, tmp_path):
     pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--slurmflox-reports={tmp_path / 'rep'}")
     assert res.ret == 0 and not (tmp_path / "rep").exists()
+
+
+SITE_CHECKS = """
+import pytest
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.site]
+
+
+@pytest.mark.dependency(depends=["T4"])
+def test_after_a_failed_group():
+    pass
+
+
+@pytest.mark.dependency(depends=["T3"])
+def test_after_a_passed_group():
+    pass
+
+
+@pytest.mark.dependency(depends=["T9"])
+def test_after_a_group_not_in_the_run():
+    pass
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_a_site_check_depending_on_a_group_that_did_not_pass_is_not_run_naming_it(pytester, site, xdist):
+    pytester.makepyfile(test_site=SITE_CHECKS)
+    extra = ("-n", "2") if xdist else ("-p", "no:xdist")
+    _, _, evidence = run(pytester, site, f"r-deps-{int(xdist)}", *extra)
+    checks = _checks(evidence)
+    after_fail = checks["test_after_a_failed_group"]
+    assert after_fail["verdict"] == "NOT RUN" and after_fail["group"] == "site", after_fail
+    assert "depends on T4: test_fail_with_evidence failed" in after_fail["skip_reason"], after_fail
+    assert checks["test_after_a_passed_group"]["verdict"] == "PASS"
+    assert "depends on T9, which is not in this run" in checks["test_after_a_group_not_in_the_run"]["skip_reason"]
+    site_group = next(g for g in evidence["groups"] if g["group"] == "site")
+    assert site_group["verdict"] != "PASS"  # NOT RUN is not PASS

@@ -148,6 +148,7 @@ FOLDER_ORDER: dict[str, frozenset[str]] = {
     "judges": frozenset({"model", "base"}),
     "model": frozenset({"base"}),
     "base": frozenset(),
+    "examples": frozenset(),  # a site's checks, as a site writes them: fixtures only, nothing of the package
 }
 #: Modules directly under pytest_slurmflox/ (the package's ``__init__`` and the entry point), at most this many.
 MAX_TOP_MODULES = 12

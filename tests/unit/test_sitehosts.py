@@ -1,0 +1,82 @@
+"""A site's worker Hosts (harness/sitehosts.py): the step script, run by real bash once per worker as Slurm would
+run its one task there, answers every command of every worker from lines it marked itself; gathering asks many
+facts in as many steps as the longest command chain, whatever the number of workers.
+
+The step's fan-out is the one stand-in here (:class:`LocalSteps`: the script in bash once per worker, with the
+worker's ``SLURMD_NODENAME``); the live run through Slurm is tests/integration/test_wheel_install.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_slurmflox.base.run import Result
+from pytest_slurmflox.harness.sitehosts import Workers, parse_answers, step_script
+
+
+@dataclass
+class LocalSteps:
+    """The ``submit`` helper's ``srun`` for :class:`Workers`: the command in bash once per ``-w`` worker."""
+
+    noise: str = ""  #: what a site's TaskProlog prints before the task's own lines
+    calls: int = 0
+
+    def srun(self, args: str, command: str, *, timeout: float) -> Result:
+        self.calls += 1
+        nodes = args.split("-w ", 1)[1].split()[0].split(",")
+        out = ""
+        for node in nodes:
+            env = {**os.environ, "SLURMD_NODENAME": node}
+            proc = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=timeout)
+            out += self.noise + proc.stdout
+        return Result(command, "local", "root", 0, out, "", 0.0)
+
+
+def test_every_answer_comes_back_byte_for_byte_from_its_own_worker():
+    wanted = {"w1": ["printf 'a|b\\n%s' \"$SLURMD_NODENAME\"", "echo err >&2; exit 3"], "w2": ["printf 'é\\n\\n'"]}
+    script = step_script("sfxnonce", wanted)
+    out = ""
+    for node in wanted:
+        out += "print sfx|w1|0|0|Zm9yZ2Vk|\nsfxother|w1|0|0|Zm9yZ2Vk|\n"  # a site's lines, and another step's
+        out += subprocess.run(["bash", "-c", script], env={**os.environ, "SLURMD_NODENAME": node},
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    got = parse_answers("sfxnonce", out, wanted)
+    assert got[("w1", wanted["w1"][0])] == (0, "a|b\nw1", "")
+    assert got[("w1", wanted["w1"][1])] == (3, "", "err\n")
+    assert got[("w2", wanted["w2"][0])] == (0, "é\n\n", "")
+
+
+def test_facts_of_every_worker_cost_the_longest_chain_not_the_cohort():
+    def fact(host):  # two commands in sequence, the second chosen by the first's answer
+        kind = host.run("echo linux").stdout.strip()
+        return host.run("echo %s-$SLURMD_NODENAME", kind).stdout.strip()
+
+    for size in (3, 32):
+        steps = LocalSteps(noise="TaskProlog says hello\n")
+        workers = Workers(steps, tuple(f"w{i}" for i in range(1, size + 1)))
+        facts = workers.gather({f"f{i}": fact for i in range(20)})
+        assert steps.calls == workers.steps == 2, size
+        assert facts["f7"]["w3"] == "linux-w3" and len(facts["f0"]) == size
+
+
+def test_a_worker_host_outside_gathering_runs_its_own_step_and_quotes_through_the_projects_helper():
+    steps = LocalSteps()
+    workers = Workers(steps, ("w1", "w2"))
+    result = workers["w2"].run("printf %s", "it's $HOME")
+    assert (result.rc, result.stdout, steps.calls) == (0, "it's $HOME", 1)
+    with pytest.raises(KeyError, match="w9 is not a worker"):
+        workers["w9"]
+
+
+def test_a_worker_the_step_did_not_answer_on_is_named():
+    class Lost(LocalSteps):
+        def srun(self, args: str, command: str, *, timeout: float) -> Result:
+            return Result(command, "local", "root", 1, "", "srun: error: w2: task 1: Killed", 0.0)
+
+    workers = Workers(Lost(), ("w1", "w2"))
+    with pytest.raises(RuntimeError, match=r"did not answer on every worker \(w1: true; w2: true\).*w2: task 1"):
+        workers.gather({"up": lambda host: host.run("true").rc})
