@@ -13,14 +13,14 @@ Contract.
   is answered. A fact that needs k commands in sequence (testinfra asks the system type before a package) costs k
   steps, whatever the cohort's size. Outside :meth:`gather` a worker Host runs each command as a step of its own.
 - A command's lines are read only from lines this run marked itself (a nonce): a site's TaskProlog or profile that
-  prints changes no answer. Output travels base64-encoded, so any byte of it comes back as it was.
+  prints changes no answer. Output travels escaped (backslash, newline, ``|``), so it comes back as it was.
 
 Quoting goes through :func:`~pytest_slurmflox.base.run.quoted`, testinfra's own model (``host.run("ls %s", path)``).
 """
 
 from __future__ import annotations
 
-import base64
+import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -171,18 +171,27 @@ _PENDING = object()
 
 
 def step_script(nonce: str, wanted: Mapping[str, list[str]]) -> str:
-    """Bash for one step: on each worker, each of its commands run in ``bash -c`` with stdin closed, then one marked
-    line ``<nonce>|<worker>|<index>|<rc>|<stdout base64>|<stderr base64>``."""
+    """Bash for one step: on each worker, each of its commands evaluated in a subshell with stdin closed, then one
+    marked line ``<nonce>|<worker>|<index>|<rc>|<stdout>|<stderr>`` with ``\\``, newline and ``|`` escaped as
+    ``\\\\``, ``\\n`` and ``\\p``. Everything but the command itself is a bash builtin (no process per answer: on a
+    host whose workers share cores, the processes per fact are what a gathering step costs)."""
     ask = (
-        'ask() { o=$(mktemp) && e=$(mktemp) || exit 70; bash -c "$2" >"$o" 2>"$e" </dev/null; rc=$?; '
-        f'printf \'%s|%s|%s|%s|%s|%s\\n\' {nonce} "$SLURMD_NODENAME" "$1" "$rc" '
-        '"$(base64 -w0 <"$o")" "$(base64 -w0 <"$e")"; rm -f "$o" "$e"; }'
+        "e=$(mktemp) || exit 70\n"
+        "esc() { local s=${1//\\\\/\\\\\\\\}; s=${s//$'\\n'/\\\\n}; s=${s//|/\\\\p}; printf -v \"$2\" '%s' \"$s\"; }\n"
+        'ask() { local out err rc; out=$( ( eval "$2" ) 2>"$e" </dev/null; rc=$?; printf x; exit $rc ); rc=$?; '
+        "out=${out%x}; IFS= read -r -d '' err <\"$e\"; esc \"$out\" out; esc \"$err\" err; "
+        f"printf '%s|%s|%s|%s|%s|%s\\n' {nonce} \"$SLURMD_NODENAME\" \"$1\" \"$rc\" \"$out\" \"$err\"; }}"
     )
     arms = " ".join(
         quoted("%s) ", node) + "; ".join(quoted("ask %s %s", i, line) for i, line in enumerate(lines)) + " ;;"
         for node, lines in sorted(wanted.items())
     )
-    return f'{ask}\ncase "$SLURMD_NODENAME" in {arms} esac'
+    return f'{ask}\ncase "$SLURMD_NODENAME" in {arms} esac; rm -f "$e"'
+
+
+def _unescape(text: str) -> str:
+    """The inverse of the step's ``esc``: ``\\\\`` -> ``\\``, ``\\n`` -> newline, ``\\p`` -> ``|``."""
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "p": "|"}.get(m.group(1), m.group(1)), text)
 
 
 def parse_answers(
@@ -197,8 +206,7 @@ def parse_answers(
         _, node, index, rc, out, err = parts
         try:
             command = wanted[node][int(index)]
-            decoded = base64.b64decode(out).decode(), base64.b64decode(err).decode()
+            got[(node, command)] = (int(rc), _unescape(out), _unescape(err))
         except (ValueError, IndexError):
             continue
-        got[(node, command)] = (int(rc), *decoded)
     return got

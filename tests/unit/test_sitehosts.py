@@ -37,7 +37,10 @@ class LocalSteps:
 
 
 def test_every_answer_comes_back_byte_for_byte_from_its_own_worker():
-    wanted = {"w1": ["printf 'a|b\\n%s' \"$SLURMD_NODENAME\"", "echo err >&2; exit 3"], "w2": ["printf 'é\\n\\n'"]}
+    wanted = {
+        "w1": ["printf 'a|b\\\\n\\n%s' \"$SLURMD_NODENAME\"", "echo err >&2; exit 3", "printf 'ends in x'; exit 4"],
+        "w2": ["printf 'é\\n\\n'"],
+    }
     script = step_script("sfxnonce", wanted)
     out = ""
     for node in wanted:
@@ -45,7 +48,8 @@ def test_every_answer_comes_back_byte_for_byte_from_its_own_worker():
         out += subprocess.run(["bash", "-c", script], env={**os.environ, "SLURMD_NODENAME": node},
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     got = parse_answers("sfxnonce", out, wanted)
-    assert got[("w1", wanted["w1"][0])] == (0, "a|b\nw1", "")
+    assert got[("w1", wanted["w1"][0])] == (0, "a|b\\n\nw1", "")
+    assert got[("w1", wanted["w1"][2])] == (4, "ends in x", "")
     assert got[("w1", wanted["w1"][1])] == (3, "", "err\n")
     assert got[("w2", wanted["w2"][0])] == (0, "é\n\n", "")
 
