@@ -179,8 +179,8 @@ def step_script(nonce: str, wanted: Mapping[str, list[str]]) -> str:
         "e=$(mktemp) || exit 70\n"
         "esc() { local s=${1//\\\\/\\\\\\\\}; s=${s//$'\\n'/\\\\n}; s=${s//|/\\\\p}; printf -v \"$2\" '%s' \"$s\"; }\n"
         'ask() { local out err rc; out=$( ( eval "$2" ) 2>"$e" </dev/null; rc=$?; printf x; exit $rc ); rc=$?; '
-        "out=${out%x}; IFS= read -r -d '' err <\"$e\"; esc \"$out\" out; esc \"$err\" err; "
-        f"printf '%s|%s|%s|%s|%s|%s\\n' {nonce} \"$SLURMD_NODENAME\" \"$1\" \"$rc\" \"$out\" \"$err\"; }}"
+        'out=${out%x}; IFS= read -r -d \'\' err <"$e"; esc "$out" out; esc "$err" err; '
+        f'printf \'%s|%s|%s|%s|%s|%s\\n\' {nonce} "$SLURMD_NODENAME" "$1" "$rc" "$out" "$err"; }}'
     )
     arms = " ".join(
         quoted("%s) ", node) + "; ".join(quoted("ask %s %s", i, line) for i, line in enumerate(lines)) + " ;;"
