@@ -405,7 +405,8 @@ def test_after_a_group_not_in_the_run():
 def test_a_site_check_depending_on_a_group_that_did_not_pass_is_not_run_naming_it(pytester, site, xdist):
     pytester.makepyfile(test_site=SITE_CHECKS)
     extra = ("-n", "2") if xdist else ("-p", "no:xdist")
-    _, _, evidence = run(pytester, site, f"r-deps-{int(xdist)}", *extra)
+    _, paths, evidence = run(pytester, site, f"r-deps-{int(xdist)}", *extra)
+    assert validate_evidence(paths.evidence) == []  # the site group and a NOT RUN check's reason are schema-valid
     checks = _checks(evidence)
     after_fail = checks["test_after_a_failed_group"]
     assert after_fail["verdict"] == "NOT RUN" and after_fail["group"] == "site", after_fail
