@@ -15,11 +15,13 @@ How each metric is measured, each metric in ONE multi-node step over the whole c
 worker: the cost grows linearly with the workers only where the measurement itself does):
 
 - MPI latency (8 B) and bandwidth (1 MiB): an OSU-style ping-pong (osu_latency / osu_bw's ping-pong form: the
-  initiator sends, the partner returns the message; half the mean round trip is the latency, bytes over half
-  the round trip the bandwidth) between each worker and its ring neighbour, in two phases: every worker i pings
-  i+1, then every worker i pings i-1, one pair at a time with the others waiting at a barrier, so each worker is
-  measured towards both neighbours and in both directions. The program is compiled on a worker with the worker's
-  own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one rank per worker.
+  initiator sends, the partner returns the message; half the median round trip is the latency, bytes over half
+  the median round trip the bandwidth; OSU averages, but on cores shared with other work a few delayed wake-ups
+  dominate a mean and two idle runs differed 2x, where the median holds) between each worker and its ring
+  neighbour, in two phases: every worker i pings i+1, then every worker i pings i-1, one pair at a time with the
+  others waiting at a barrier, so each worker is measured towards both neighbours and in both directions. The
+  program is compiled on a worker with the worker's own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one
+  rank per worker.
 - Memory bandwidth: a STREAM-triad-like kernel (``a[i] = b[i] + s * c[i]`` over 2 Mi doubles, 20 passes, bytes
   moved over the whole wall time: a throttled CPU shows in it) on every worker, compiled like the MPI program; the
   workers take turns within the one step, so workers sharing a host's cores never measure each other.
@@ -67,10 +69,14 @@ PINGPONG = r"""
 #include <stdlib.h>
 #include <string.h>
 #define NAME 256
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 static double pingpong(int me, int peer, int initiator, char *buf, int bytes, int iters) {
-    double t0 = 0;
+    double *trip = calloc(iters, sizeof(double));
     for (int i = -2; i < iters; i++) {  /* two warm-up round trips */
-        if (i == 0) t0 = MPI_Wtime();
+        double t0 = MPI_Wtime();
         if (initiator) {
             MPI_Send(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
             MPI_Recv(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -78,8 +84,12 @@ static double pingpong(int me, int peer, int initiator, char *buf, int bytes, in
             MPI_Recv(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(buf, bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
         }
+        if (i >= 0) trip[i] = MPI_Wtime() - t0;
     }
-    return (MPI_Wtime() - t0) / iters / 2;  /* one way */
+    qsort(trip, iters, sizeof(double), by_value);
+    double median = iters % 2 ? trip[iters / 2] : (trip[iters / 2 - 1] + trip[iters / 2]) / 2;
+    free(trip);
+    return median / 2;  /* one way: half the median round trip */
 }
 int main(int argc, char **argv) {
     int me, n; char name[NAME] = {0}; char *all; char *buf = calloc(1, 1 << 20);

@@ -21,7 +21,7 @@ from ..judges.baselines import burst_jobs
 from ..judges.comparison import Comparison, baseline_block, compare, evidence_metrics, figures
 from ..model.workdir import atomic_write
 from ..reporting.report import ReportWriter
-from .options import get_option, outlier_ratios
+from .options import get_option
 
 
 def earlier_figures(given: str) -> dict[str, float]:
@@ -46,16 +46,14 @@ class History:
     writer: ReportWriter
     earlier: dict[str, float] | None
     save: Path | None
-    ratios: tuple[float, float]
     said: list[str] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         now = figures(m for values in self.writer.metrics.values() for m in values)
-        throughput, latency = self.ratios
         if self.earlier is not None:
-            self.comparisons = compare(self.earlier, now, throughput_ratio=throughput, latency_ratio=latency)
+            self.comparisons = compare(self.earlier, now)
             if not self.comparisons:
                 self.said.append("compare: this run measured no TB metric the earlier run has (run -m TB)")
         if self.save is not None:
@@ -67,10 +65,8 @@ class History:
             return f"save-baseline: {self.save} not written: this run measured no TB metric (run -m TB)"
         if self.save.exists():
             return f"save-baseline: {self.save} exists and is left as it is"
-        throughput, latency = self.ratios
         jobs = burst_jobs(self.writer.state.spec.performance if self.writer.state.spec is not None else {})
-        text = baseline_block(now, run_id=self.writer.state.run_id, throughput_ratio=throughput,
-                              latency_ratio=latency, burst_jobs=jobs)  # fmt: skip
+        text = baseline_block(now, run_id=self.writer.state.run_id, burst_jobs=jobs)
         atomic_write(self.save, text)
         return f"save-baseline: {len(now)} metric(s) written to {self.save} as expect.performance"
 
@@ -100,4 +96,4 @@ def register_history(config: pytest.Config, writer: ReportWriter) -> None:
     base = Path(config.invocation_params.dir)
     target = (base / Path(save).expanduser()) if save else None
     earlier = earlier_figures(str(base / Path(given).expanduser())) if given else None
-    config.pluginmanager.register(History(writer, earlier, target, outlier_ratios(config)), "slurmflox-history")
+    config.pluginmanager.register(History(writer, earlier, target), "slurmflox-history")

@@ -121,7 +121,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "slurmflox-compare",
         "group TB: an earlier run's evidence.json (or its report directory); each metric is shown against it, and "
-        "one that regressed beyond the outlier tolerance is said as FAIL",
+        "one that regressed beyond a saved baseline's first band (half a throughput, twice a latency) is said as FAIL",
     ),
     Option(
         "slurmflox-save-baseline",

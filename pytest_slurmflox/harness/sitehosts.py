@@ -100,6 +100,9 @@ class Workers(Mapping[str, Host]):
             backend.set_host(host)
         return self._hosts[node]
 
+    def __repr__(self) -> str:  # what a failing check's traceback shows of the fixture: its workers, not the runner
+        return f"Workers({', '.join(self.nodes)}; {self.steps} steps)"
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.nodes)
 
