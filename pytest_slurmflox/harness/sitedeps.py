@@ -46,6 +46,10 @@ class SiteDependencies:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """What this run selected, by group; nothing at all is recorded in a run where no check depends on another."""
+        if not any(_depends(item) for item in items):
+            self.selected, self.groups = set(), {}
+            return
         self.selected = {item.nodeid for item in items}
         self.groups = {}
         for item in items:
@@ -64,7 +68,7 @@ class SiteDependencies:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         mark = item.get_closest_marker("dependency")
-        depends = list(mark.kwargs.get("depends") or []) if mark is not None else []
+        depends = _depends(item)
         ours = [name for name in depends if name in GROUPS or name in self.selected]
         if not ours:
             return
@@ -104,3 +108,9 @@ class SiteDependencies:
 def _ended(outcome: Path) -> Path | None:
     """The check's outcome record once it is written (by whichever process ran the check)."""
     return outcome if outcome.exists() else None
+
+
+def _depends(item: pytest.Item) -> list[str]:
+    """The names ``@pytest.mark.dependency(depends=[...])`` gives an item ([] without one)."""
+    mark = item.get_closest_marker("dependency")
+    return list(mark.kwargs.get("depends") or []) if mark is not None else []
