@@ -13,10 +13,14 @@ import sys
 
 import pytest
 
-from pytest_slurmflox.substrates.local.network import FABRIC_NET, GATEWAY, Fabric, address_for
+from pytest_slurmflox.substrates.local.network import FABRIC_NET, GATEWAY, GATEWAY_MAC, Fabric, address_for, mac_for
 
 LISTEN = "import socket,sys; s=socket.socket(); s.bind(('0.0.0.0', 7777)); s.listen(); print('up', flush=True); "
 LISTEN += "[s.accept()[0].close() for _ in range(int(sys.argv[1]))]"
+#: Reaches an address if its host answers a connect to a closed port with a reset (refused), in 1 s.
+REACH = (
+    "import socket,sys\ntry: socket.create_connection((sys.argv[1], 9), timeout=1)\nexcept ConnectionRefusedError: pass"
+)
 CONNECT = "import socket,sys; [socket.create_connection((a, 7777), timeout=5).close() for a in sys.argv[1:]]"
 
 
@@ -73,3 +77,29 @@ def test_forwarding_is_the_fabrics_own_not_the_hosts(fabric):
     host_before = forwarding()
     fabric.ensure_fabric()
     assert forwarding() == host_before
+
+
+def _link_address(ns: str, dev: str) -> str:
+    out = subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev], capture_output=True, text=True, check=True)
+    return out.stdout.split("link/ether ")[1].split()[0]
+
+
+def test_link_addresses_are_fixed_so_a_learned_neighbour_stays_right(fabric):
+    """The gateway's link address does not follow the bridge's ports, and a node restarted in a new namespace keeps
+    its own: a node that learned the gateway before ten workers joined (the login, the controller) still reaches a
+    restarted node at once. With the bridge's default address (its lowest port's) the gateway moved as workers
+    joined and the login could not reach slurmctld for half a minute (the CI failure this test is for)."""
+    assert mac_for("10.77.0.1") == GATEWAY_MAC == "02:00:0a:4d:00:01"
+    fabric.ensure_node("login", address_for(3))
+    fabric.ensure_node("ctl", address_for(2))
+    reach = [sys.executable, "-c", REACH, address_for(2)]
+    subprocess.run(_in(fabric, fabric.node_ns("login"), *reach), check=True, capture_output=True)
+    learned = subprocess.run(["ip", "-n", fabric.node_ns("login"), "neigh"], capture_output=True, text=True).stdout
+    assert f"{GATEWAY} dev eth0 lladdr {GATEWAY_MAC}" in learned
+    for i in range(10, 20):
+        fabric.ensure_node(f"w{i}", address_for(i))
+        assert _link_address(fabric.fabric_ns, "br0") == GATEWAY_MAC
+    fabric.remove_node("ctl")  # a restart: a new namespace and a new veth
+    fabric.ensure_node("ctl", address_for(2))
+    assert _link_address(fabric.node_ns("ctl"), "eth0") == mac_for(address_for(2))
+    subprocess.run(_in(fabric, fabric.node_ns("login"), *reach), check=True, capture_output=True)

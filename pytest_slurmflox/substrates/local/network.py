@@ -13,6 +13,14 @@ while the cluster was healthy. Like a Kubernetes CNI that routes pods (Calico's 
 each node here holds its address as a /32 and reaches every other node through the fabric's gateway
 (:data:`GATEWAY`, the bridge's own address, forwarding inside the fabric namespace only): a node learns one
 neighbour, the fabric one per node, 2n entries for n nodes. Nothing on the host changes.
+
+Every link address is fixed, a function of the IP address it carries (as Docker derives a container's MAC from its
+IP), because a learned neighbour outlives the link it was learned from by up to a minute (REACHABLE for 15-45 s,
+then probes). A Linux bridge with no address of its own takes its ports' lowest one and changes it as ports come and
+go (``br_stp_recalculate_bridge_id`` in the kernel's net/bridge/br_stp_if.c, skipped once an address is set): every
+node that had learned the gateway earlier (the controller, the login) then sent into nothing while workers joined,
+and a healthy cluster's login could not reach slurmctld for half a minute. A node restarted in a new namespace gets
+a new veth but the same address, so the gateway's entry for it stays right too.
 """
 
 from __future__ import annotations
@@ -28,6 +36,17 @@ FABRIC_NET = ipaddress.ip_network("10.77.0.0/24")
 BRIDGE = "br0"
 #: The fabric's gateway: the bridge's address in the fabric namespace, every node's one neighbour.
 GATEWAY = str(FABRIC_NET.network_address + 1)
+
+
+def mac_for(address: str) -> str:
+    """The fixed link address of the interface holding ``address``: locally administered (02:), unicast, then the
+    IPv4 octets, so it never changes across restarts and two addresses never share one."""
+    octets = ipaddress.IPv4Address(address).packed
+    return "02:00:" + ":".join(f"{b:02x}" for b in octets)
+
+
+#: The bridge's own, fixed link address (see the module's docstring for why it must not follow its ports).
+GATEWAY_MAC = mac_for(GATEWAY)
 
 #: Per-namespace settings of the fabric namespace: it routes between nodes on one bridge, so it forwards and does
 #: not tell a node to go direct (a redirect names a next hop the node's /32 cannot reach anyway).
@@ -100,6 +119,7 @@ class Fabric:
             "mcast_snooping",
             "0",
         )
+        _set_address(ns, BRIDGE, GATEWAY_MAC)
         _ip("-n", ns, "link", "set", BRIDGE, "up")
         gateway = f"{GATEWAY}/{FABRIC_NET.prefixlen}"
         if gateway not in _ip("-n", ns, "-o", "-4", "addr", "show", "dev", BRIDGE).stdout:
@@ -115,7 +135,9 @@ class Fabric:
             _ip("netns", "add", ns)
         if _ip("-n", ns, "link", "show", "eth0", check=False).returncode != 0:
             _ip("-n", self.fabric_ns, "link", "del", veth, check=False)
-            _ip("-n", self.fabric_ns, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            peer = ("peer", "name", "eth0", "address", mac_for(address), "netns", ns)
+            _ip("-n", self.fabric_ns, "link", "add", veth, "type", "veth", *peer)
+        _set_address(ns, "eth0", mac_for(address))
         _ip("-n", self.fabric_ns, "link", "set", veth, "master", BRIDGE, "up")
         have = _ip("-n", ns, "-o", "-4", "addr", "show", "dev", "eth0").stdout
         want = f"{address}/32"
@@ -143,6 +165,13 @@ class Fabric:
             _ip("netns", "del", ns, check=False)
             removed.append(ns)
         return removed
+
+
+def _set_address(ns: str, dev: str, mac: str) -> None:
+    """Give ``dev`` in ``ns`` the link address ``mac`` unless it has it (idempotent; a set address also stops a
+    bridge from taking its ports')."""
+    if f"link/ether {mac} " not in _ip("-n", ns, "-o", "link", "show", dev).stdout:
+        _ip("-n", ns, "link", "set", dev, "address", mac)
 
 
 def _sysctls(ns_path: Path, values: dict[str, str]) -> None:
