@@ -43,10 +43,21 @@ def test_login_endpoint_user_is_unprivileged(target, login):
 
 
 @pytest.mark.parametrize("command", CLIENT_COMMANDS)
-def test_login_endpoint_has_the_slurm_client_command(login, command):
-    res = login.run(quoted('p=$(command -v %s) && [ -f "$p" ] && [ -x "$p" ] && echo "$p"', command))
+def test_login_endpoint_has_the_slurm_client_command(slurmflox_login, command):
+    """Written with the site-check vocabulary (testinfra's Host on the run's own login connection,
+    docs/site-checks.md): the name resolves in the user's shell, to a file, that the user may execute. Only the
+    user's PATH counts (no fallback to /sbin)."""
+    try:
+        path = slurmflox_login.find_command(command, extrapaths=())
+    except ValueError:
+        path = ""
+    found = slurmflox_login.file(path) if path.startswith("/") else None
+    is_file = found is not None and found.is_file
+    runs = is_file and found is not None and found.is_executable
     requirement(
-        res.ok and res.stdout.strip().startswith("/"), f"{command} resolves to an executable at the login endpoint", res
+        runs,
+        f"{command} resolves to an executable at the login endpoint",
+        f"command -v {command}: {path or 'nothing'}; a file: {is_file}; executable by the user: {runs}",
     )
 
 
