@@ -39,7 +39,9 @@ def earlier_figures(given: str) -> dict[str, float]:
     return found
 
 
-@dataclass
+#: eq=False: a registered plugin must stay hashable (pytest builds sets of plugins for a test file outside
+#: the conftests' folders, e.g. a site's own checks beside the suites); identity is what a plugin's equality is.
+@dataclass(eq=False)
 class History:
     """The comparison and the saved baseline of one run (see the module docstring)."""
 

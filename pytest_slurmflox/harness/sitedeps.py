@@ -36,7 +36,9 @@ from ..reporting.signoff import NOT_RUN_PREFIX as NOT_RUN
 WAIT_S = 1800.0
 
 
-@dataclass
+#: eq=False: a registered plugin must stay hashable (pytest builds sets of plugins for a test file outside
+#: the conftests' folders, e.g. a site's own checks beside the suites); identity is what a plugin's equality is.
+@dataclass(eq=False)
 class SiteDependencies:
     """The plugin (one per pytest process): records outcomes, holds a dependent until its dependencies end."""
 

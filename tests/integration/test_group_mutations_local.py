@@ -101,10 +101,29 @@ def test_healthy_cluster_passes_the_groups_mutated_here(deployment):
         assert run.in_module(module), (module, run.output[-3000:])
 
 
-def test_step_limit_fails_only_t5s_multi_step_job(deployment):
-    _, workdir, _, _ = deployment
+#: A site's own check that only makes sense once T5 passed (docs/site-checks.md), run beside the groups.
+SITE_CHECK_AFTER_T5 = """
+import pytest
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.site]
+
+
+@pytest.mark.dependency(depends=["T5"])
+def test_site_batch_work_after_t5(slurmflox_workers):
+    facts = slurmflox_workers.gather({"bash": lambda host: host.package("bash").is_installed})
+    assert facts["bash"] and all(facts["bash"].values()), facts
+"""
+
+
+def test_step_limit_fails_only_t5s_multi_step_job_and_a_site_check_after_t5_is_not_run(deployment):
+    """#43: a site check that depends on T5 is NOT RUN naming T5 when T5 FAILs on a real cluster (never FAIL, never
+    PASS), and PASSes once T5 does."""
+    home, workdir, _, _ = deployment
+    site = home / "site_checks"
+    site.mkdir(exist_ok=True)
+    (site / "test_site_after_t5.py").write_text(SITE_CHECK_AFTER_T5)
     with _slurm_conf(workdir, "MaxStepCount", "2"):
-        run = run_checks(deployment, "-m", "T5 or T6")
+        run = run_checks(deployment, "-m", "T5 or T6 or site", str(site))
     assert run.outcomes("failure") == ["test_t05_interactive::test_batch_job_runs_several_steps"], run.output[-3000:]
     assert run.outcomes("error") == [], run.output[-3000:]
     message = run.messages()
@@ -112,7 +131,11 @@ def test_step_limit_fails_only_t5s_multi_step_job(deployment):
     assert len(run.in_module("test_t05_interactive")) == 2 and len(run.in_module("test_t06_mpi")) == 3, run.output[
         -3000:
     ]
-    passes_again(deployment, "-m", "T5")
+    not_run = run.cases["test_site_after_t5::test_site_batch_work_after_t5"]
+    assert not_run[0] == "skipped" and "not run: depends on T5" in not_run[1], not_run
+    assert "test_batch_job_runs_several_steps" in not_run[1], not_run
+    again = passes_again(deployment, "-m", "T5 or site", str(site))
+    assert again.cases["test_site_after_t5::test_site_batch_work_after_t5"][0] == "passed", again.output[-3000:]
 
 
 def test_salloc_not_executable_at_login_fails_only_t5s_salloc_check(deployment):
