@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_slurmflox.harness.history import History
 from pytest_slurmflox.harness.options import OPTIONS
+from pytest_slurmflox.harness.sitedeps import SiteDependencies
 from pytest_slurmflox.model.groups import DESTRUCTIVE_GROUPS, GROUPS, MARKERS
 from pytest_slurmflox.model.settings import KEYS
 
@@ -260,3 +262,27 @@ def test_the_outlier_ratios_come_from_flag_env_or_ini_and_a_ratio_out_of_range_i
     refused = pytester.runpytest("--slurmflox-outlier-latency=0.5")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert "--slurmflox-outlier-latency: '0.5' is not a ratio in range (nothing was run)" in refused.stderr.str()
+
+
+# Every object slurmflox registers as a plugin stays hashable. For a test file outside the folders whose conftests
+# are loaded (a site's own checks in their own folder beside --pyargs pytest_slurmflox.suites), pytest asks pluggy for
+# a hook caller without those conftests, which builds a set of plugins: an unhashable plugin (a dataclass with the
+# default eq=True) ended the run in an INTERNALERROR at the site check, which never ran (found on a live cluster, #43).
+class _Other:
+    def pytest_runtest_setup(self, item):  # a plugin to leave out, as pytest leaves out a folder's conftest
+        return None
+
+
+@pytest.mark.parametrize(
+    "plugin",
+    [SiteDependencies(state=None), History(writer=None, earlier=None, save=None)],  # type: ignore[arg-type]
+    ids=["site-dependencies", "history"],
+)
+def test_a_registered_plugin_can_be_left_out_of_a_hook_call(plugin):
+    manager = pytest.PytestPluginManager()
+    other = _Other()
+    manager.register(plugin, "ours")
+    manager.register(other, "other")
+    caller = manager.subset_hook_caller("pytest_runtest_setup", remove_plugins=[other])
+    assert caller is not None
+    hash(plugin)
