@@ -286,8 +286,11 @@ class Vm:
             return "running (QMP unreachable)"
 
     def powerdown(self, timeout: float = 90.0) -> float:
-        """ACPI power-off through QMP, waiting for QEMU to exit; escalates to quit, then SIGTERM of the
-        proven PID. Returns the seconds it took (0 if it was not running)."""
+        """ACPI power-off through QMP, waiting for QEMU to exit; escalates to quit, then SIGTERM (and SIGKILL) of
+        the proven PID. Returns the seconds it took (0 if it was not running). Raises if QEMU still runs after
+        all of it: a process in uninterruptible I/O (its overlay's last writes on a loaded host) outlives even
+        SIGKILL until the I/O ends, and a power-off that returned then would let destroy remove the disks of a
+        VM still running (seen in CI: a QEMU PID alive after destroy)."""
         pid = self.pid()
         if pid is None:
             return 0.0
@@ -298,8 +301,8 @@ class Vm:
             return time.monotonic() - t0
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             qmp(self.spec.qmp, "quit")
-        if not self._wait_exit(pid, 10):
-            pidproof.terminate(pid, 10)
+        if not self._wait_exit(pid, 10) and not pidproof.terminate(pid, 10) and not pidproof.wait_gone(pid, 60):
+            raise SubstrateUnavailable(f"{self.spec.name}: QEMU (pid {pid}) still runs a minute after SIGKILL")
         self.spec.pidfile.unlink(missing_ok=True)
         return time.monotonic() - t0
 
