@@ -14,10 +14,7 @@ the installed wheel (``pytest --pyargs pytest_slurmflox.suites``) load as the su
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +26,7 @@ from ..model.workdir import Workdir
 from ..reporting.sessionstate import progress_printer, session_state
 from ..reporting.signoff import NOT_RUN_PREFIX
 from .connection import Target, connect
+from .interrupt import terminate_as_interrupt
 from .options import get_option, substrate_options
 from .sweep import sweep_run
 
@@ -89,24 +87,6 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
                 slurm = live.slurm if live.why_missing("slurm") is None else None
                 sweep_run(live.login, slurm, state.run_id, keep=bool(get_option(pytestconfig, "slurmflox_keep")))
             live.close()
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the session the way Ctrl-C does (KeyboardInterrupt), so session teardown still cancels the
-    run's jobs; the previous handler is put back afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ process. Settings are resolved at most once per invocation (``--slurmflox-up``);
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Generator
@@ -23,6 +24,7 @@ from ..reporting.outcome import BY_PYTEST, NOT_NAMED
 from ..reporting.sessionstate import SessionState, progress_printer
 from ..reporting.signoff import skip_reason
 from .concurrency import order_long_waits
+from .interrupt import terminate_as_interrupt
 from .options import get_option, resolve_settings
 from .reach import unreachable_reason
 from .selection import NOT_ACCEPTANCE, Selection, addressed, is_workload_check, main_job
@@ -47,6 +49,8 @@ class SlurmfloxSession:
         self.options = options
         self.workloads_given = bool(get_option(config, "slurmflox_workloads"))
         self.facts_sent = False
+        #: SIGTERM as Ctrl-C in the process that owns the run, from session start to its very end (interrupt.py)
+        self.interrupt = contextlib.ExitStack()
         #: whether some check got further than "the login is unreachable" (else there is nothing to sweep)
         self.reached = False
 
@@ -60,6 +64,7 @@ class SlurmfloxSession:
         if controller:
             from ..model.runrecord import begin
 
+            self.interrupt.enter_context(terminate_as_interrupt())
             begin(self.state.records)
         up = get_option(self.config, "slurmflox_up")
         if up and controller:
@@ -274,11 +279,16 @@ class SlurmfloxSession:
         writer's secret scan (the terminal summary runs inside the terminal reporter's own wrapper, which this
         outermost one encloses): :meth:`~pytest_slurmflox.reporting.outcome.ExitRules.settle` (a provisioning run that
         collected nothing succeeded; an unsigned sign-off or a leaked secret fails the run)."""
-        self._end_run()
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if not interrupted:
+            self._end_run()
         try:
             yield
         finally:
+            if interrupted:  # xdist's workers are torn down now (its hook, inside): nothing submits any more
+                self._end_run(interrupted=True)
             self._forget_run()
+            self.interrupt.close()
             session.exitstatus = self.state.exit.settle(session.exitstatus)
 
     def _forget_run(self) -> None:
@@ -293,14 +303,23 @@ class SlurmfloxSession:
         if workerinput is None or orphaned(workerinput.get("slurmflox_owner_pid")):
             forget(self.state.records)
 
-    def _end_run(self) -> None:
+    def _end_run(self, *, interrupted: bool = False) -> None:
+        """The xdist controller sweeps the run's jobs once its workers are done: after a run that reached the
+        cluster, and after an interrupted one whatever it reached (a worker may have been mid-submission; a sweep
+        that fails then is said, not raised, so the records still go)."""
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
-        if xdist_controller and self.state.target is None and self.state.spec is not None and self.reached:
+        reached = self.reached or interrupted
+        if xdist_controller and self.state.target is None and self.state.spec is not None and reached:
             # the workers ran the checks and share the run id: only now is the run's cleanup nobody else's
             from .sweep import sweep_after_workers
 
             keep = bool(get_option(self.config, "slurmflox_keep"))
-            sweep_after_workers(self.state.spec, self.state.run_id, keep=keep)
+            try:
+                sweep_after_workers(self.state.spec, self.state.run_id, keep=keep)
+            except Exception as exc:
+                if not interrupted:
+                    raise
+                progress_printer(self.config)(f"interrupted: the run's jobs could not be swept: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for reason, count in self.state.deselected.reasons.items():
