@@ -109,14 +109,28 @@ class Across:
         text = self.result.stdout + self.result.stderr
         return dict(re.findall(r"Task launch for \S+ failed on node ([^:\s]+): ([^\n]*)", text))
 
+    @property
+    def task_ends(self) -> dict[str, str]:
+        """What srun says of a worker's task that ended badly (``srun: error: worker2: task 1: Segmentation
+        fault``): the why of a worker that printed nothing, Slurm's words and not the task's."""
+        text = self.result.stdout + self.result.stderr
+        return {
+            node: f"task {task}: {why}"
+            for node, task, why in re.findall(r"srun: error: ([^:\s]+): task (\d+): ([^\n]*)", text)
+        }
+
     def wrong(self, judge: Callable[[str, list[str]], str | None]) -> list[str]:
         """``judge(node, lines)`` for every worker, in cohort order: the problems (each naming its worker), a
-        missing worker included (and, when the step did not launch, the worker that stopped it first)."""
+        missing worker included with srun's word on its task (and, when the step did not launch, the worker that
+        stopped it first)."""
         failed = self.launch_failed
         problems = [f"{node}: the step could not launch there ({why})" for node, why in failed.items()]
         aborted = f" (the step was aborted: it could not launch on {', '.join(failed)})" if failed else ""
+        ends = {} if failed else self.task_ends
         problems += [
-            f"{node}: no line of ours from a task there{aborted}" for node in self.missing if node not in failed
+            f"{node}: no line of ours from a task there{aborted}" + (f" (srun: {ends[node]})" if node in ends else "")
+            for node in self.missing
+            if node not in failed
         ]
         for node in self.nodes:
             if self.lines.get(node):

@@ -68,6 +68,21 @@ def test_across_names_the_worker_a_step_could_not_launch_on():
     ]
 
 
+def test_across_gives_srun_s_word_on_the_task_of_a_worker_that_printed_nothing():
+    """A rank that died in MPI_Init prints no line: the problem names the worker and what srun says of its task."""
+    stderr = (
+        "[worker17:687 :0:687] Caught signal 11 (Segmentation fault: address not mapped to object at address 0xe0)\n"
+        "srun: error: worker17: task 16: Segmentation fault\n"
+    )
+    mark = Mark.new()
+    res = marked(Result("x", "login", "u", 139, f"{mark.nonce}|worker1|rank=0\n", stderr, 0.5), mark)
+    step = Across(res, ("worker1", "worker17"), {"worker1": ["rank=0"]})
+    assert step.task_ends == {"worker17": "task 16: Segmentation fault"}
+    assert step.wrong(lambda node, lines: None) == [
+        "worker17: no line of ours from a task there (srun: task 16: Segmentation fault)"
+    ]
+
+
 def test_a_worker_whose_task_failed_there_still_answered_the_preflight():
     """A TaskProlog that fails closed on worker2 is T3's FAIL, not a dead worker: its slurmstepd ran the step."""
     from pytest_slurmflox.suites._cohort import reached_workers
