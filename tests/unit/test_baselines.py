@@ -138,3 +138,21 @@ def test_the_cohort_judge_compares_a_worker_only_with_its_kind():
     assert outliers(samples, {}, kinds=kinds) == [
         "memory_triad: g2 is an outlier: 20000 MB/s < 0.7 x the cohort median of the workers with gpu 40000"
     ]
+
+
+def test_storage_lines_become_the_best_rate_of_each_worker_from_its_own_pass_count():
+    """A write is one 32 MiB file; a read trial says how many times it read the file through in its time."""
+    from pytest_slurmflox.suites.test_tb_baselines import STORAGE_MIB, storage_samples
+
+    second = 1_000_000_000
+    lines = {
+        "w1": [f"storage_write 0 {second // 2}", f"storage_read 0 {second} 40", f"storage_read 0 {second} 80"],
+        "w2": ["storage_read 5 6", "storage_write 0 x", "prolog says hi", f"storage_read 0 {second} 20"],
+    }
+    got = {(s.metric, s.subject): round(s.value, 1) for s in storage_samples(lines)}
+    mb = STORAGE_MIB * 1.048576
+    assert got == {
+        ("storage_write", "w1"): round(2 * mb, 1),
+        ("storage_read", "w1"): round(80 * mb, 1),  # the faster of its two trials
+        ("storage_read", "w2"): round(20 * mb, 1),  # a read line without its pass count is not read
+    }
