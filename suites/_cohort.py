@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_slurmflox.base.run import Result, quoted
+from pytest_slurmflox.harness.sitehosts import parse_systems, system_probe
 from pytest_slurmflox.model.busy import serving
 
-from ._marks import Marked, on_each, per_node
+from ._marks import Mark, Marked, on_each, per_node
 from ._reservation import reservation
 from ._shared import observe_once
 
@@ -162,18 +163,37 @@ def ring_case(pairs: list[tuple[str, str]], body: Callable[[str, str], str]) -> 
     return f'case "$SLURMD_NODENAME" in {arms} *) echo "not in the cohort: $SLURMD_NODENAME";; esac'
 
 
-def preflight_step(jobs, nodes: Sequence[str], deadline: int = PREFLIGHT_DEADLINE) -> tuple[list[str], Across]:
+@dataclass(frozen=True)
+class Preflight:
+    """The pre-flight step: who did not answer, the step, and each worker's system as testinfra asks it
+    (``systems``: the run's worker Hosts start from it, harness/sitehosts.py)."""
+
+    silent: list[str]
+    step: Across
+    systems: dict[str, dict[str, list]]
+
+
+def preflight_step(jobs, nodes: Sequence[str], deadline: int = PREFLIGHT_DEADLINE) -> Preflight:
     """One short step on every worker, bounded by ``deadline`` seconds: the problems name each worker that did not
-    answer (its slurmd stopped or hung, though Slurm has not marked it yet)."""
-    step = across(jobs, nodes, "echo answered", args=f"--immediate={deadline // 2}", timeout=deadline)
+    answer (its slurmd stopped or hung, though Slurm has not marked it yet). The same step answers testinfra's
+    system commands on each worker (lines under a nonce of their own, which the answer judged here never reads)."""
+    nonce = Mark.new().nonce
+    probe = f"echo answered; ( {system_probe(nonce, sorted(nodes))}\n) 2>/dev/null || true"  # never the answer's
+    step = across(jobs, nodes, probe, args=f"--immediate={deadline // 2}", timeout=deadline)
     if step.result.exit_status in (126, 127) and not step.lines:
         # srun itself could not run at the login endpoint: nothing here says anything about the workers, and the
         # submit path is T9's to judge (every check that submits fails on its own)
-        return [], step
+        return Preflight([], step, {})
     reached = reached_workers(step.result.stdout + step.result.stderr)
-    problems = step.wrong(lambda node, lines: None if lines == ["answered"] else f"answered {lines!r}")
-    problems = [p for p in problems if not (p.split(":", 1)[0] in reached and "no line of ours" in p)]
-    return [f"worker {p} (one short step on every worker, {deadline} s deadline)" for p in problems], step
+
+    def judge(node: str, lines: list[str]) -> str | None:
+        own = [line for line in lines if not line.startswith(nonce + "|")]
+        return None if own == ["answered"] else f"answered {own!r}"
+
+    problems = [p for p in step.wrong(judge) if not (p.split(":", 1)[0] in reached and "no line of ours" in p)]
+    systems = parse_systems(nonce, "\n".join(line for lines in step.lines.values() for line in lines), list(nodes))
+    silent = [f"worker {p} (one short step on every worker, {deadline} s deadline)" for p in problems]
+    return Preflight(silent, step, systems)
 
 
 def reached_workers(text: str) -> set[str]:

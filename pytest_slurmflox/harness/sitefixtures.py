@@ -43,6 +43,7 @@ def slurmflox_submit(submit: Any) -> Any:
 
 
 @pytest.fixture
-def slurmflox_workers(target: Any, submit: Any) -> Iterator[Workers]:
-    """The partition's workers (``sinfo``, the target's partition), each a testinfra Host through Slurm."""
-    yield Workers(submit, tuple(target.slurm.partition_nodes()))
+def slurmflox_workers(target: Any, submit: Any, slurmflox_state: Any) -> Iterator[Workers]:
+    """The partition's workers (``sinfo``, the target's partition), each a testinfra Host through Slurm; each
+    worker's system asked once per run (the session's ``worker_systems``)."""
+    yield Workers(submit, tuple(target.slurm.partition_nodes()), systems=slurmflox_state.worker_systems)

@@ -10,8 +10,12 @@ Contract.
 - :meth:`Workers.gather` asks many facts of every worker in a few multi-node steps: each fact function runs against
   every worker's Host; a command not yet answered is collected instead of run, then every collected command of every
   worker runs in ONE step (one task per worker), and the facts are asked again with those answers, until every fact
-  is answered. A fact that needs k commands in sequence (testinfra asks the system type before a package) costs k
-  steps, whatever the cohort's size. Outside :meth:`gather` a worker Host runs each command as a step of its own.
+  is answered. A fact that needs k commands in sequence costs k steps, whatever the cohort's size. Outside
+  :meth:`gather` a worker Host runs each command as a step of its own.
+- testinfra's modules (file, package, service...) first ask the system type, a chain of three commands, and
+  ``host.exists`` whether ``command -v`` works (:data:`SYSTEM_COMMANDS`). A worker's system is asked once per run:
+  seeded from the cohort pre-flight step when the suites ran it (``systems``, shared through the session), else
+  asked with the first step a worker runs. So a module fact costs one step, not four.
 - A command's lines are read only from lines this run marked itself (a nonce): a site's TaskProlog or profile that
   prints changes no answer. Output travels escaped (backslash, newline, ``|``), so it comes back as it was.
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +38,18 @@ from ..base.run import command_line, quoted
 #: Seconds one gathering step (or one worker's own step) may take, the allocation included.
 STEP_SECONDS = 300.0
 
+#: What testinfra asks of a host before a module's own command: its system type, a chain on a Linux host with
+#: os-release (testinfra/modules/systeminfo.py ``sysinfo``: ``uname -s``, then ``/etc/os-release``, then ``uname
+#: -m``), and whether ``command -v`` works (testinfra/host.py ``has_command_v``, before ``host.exists``).
+SYSTEM_COMMANDS = ("uname -s", "cat /etc/os-release", "uname -m", "command -v command")
 
-class _Pending(Exception):
-    """A command :meth:`Workers.gather` has not answered yet (collected, run with the others in the next step)."""
+#: A command's exit status, stdout and stderr.
+Answer = tuple[int, str, str]
+
+
+class _Pending(BaseException):
+    """A command :meth:`Workers.gather` has not answered yet (collected, run with the others in the next step).
+    A BaseException, so a site's fact that catches ``Exception`` (a file that may be missing) never swallows it."""
 
 
 def _through_run_quoted(command: str, *args: str) -> str:
@@ -85,11 +98,23 @@ class Workers(Mapping[str, Host]):
 
     submit: Any  #: the run's job helper (cluster/submit.py ``Jobs``): srun with the site's access, cleaned up
     nodes: tuple[str, ...]
+    #: each worker's answers to :data:`SYSTEM_COMMANDS` (node -> command -> [rc, stdout, stderr]), the run's: read
+    #: before the first step, filled by it (the session's store, so a later check asks none of them again)
+    systems: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: how one step over some workers runs, ``launch(nodes, command) -> Result`` (default: ``submit.srun`` with one
+    #: task on each node; the suites pass theirs, which waits for a worker other jobs hold)
+    launch: Callable[[Sequence[str], str], Any] | None = None
     steps: int = 0  #: Slurm steps run so far (what :meth:`gather` keeps flat in the cohort)
-    _answers: dict[tuple[str, str], tuple[int, str, str]] = field(default_factory=dict)
+    results: list[Any] = field(default_factory=list)  #: each step's result, in order (a check's evidence)
+    _answers: dict[tuple[str, str], Answer] = field(default_factory=dict)
     _wanted: dict[str, list[str]] = field(default_factory=dict)
     _gathering: bool = False
     _hosts: dict[str, Host] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for node in self.nodes:
+            for line, (rc, out, err) in self.systems.get(node, {}).items():
+                self._answers[(node, line)] = (int(rc), out, err)
 
     def __getitem__(self, node: str) -> Host:
         if node not in self.nodes:
@@ -109,7 +134,7 @@ class Workers(Mapping[str, Host]):
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def answer(self, node: str, line: str) -> tuple[int, str, str]:
+    def answer(self, node: str, line: str) -> Answer:
         """``line``'s exit status, stdout and stderr on ``node``: known, collected (gathering), or run now."""
         if (node, line) not in self._answers:
             self._wanted.setdefault(node, [])
@@ -149,24 +174,35 @@ class Workers(Mapping[str, Host]):
             raise RuntimeError(f"{node}: {type(exc).__name__}: {exc}") from exc
 
     def _run_wanted(self) -> None:
-        """Every collected command of every worker in one step (one task per worker that has any)."""
+        """Every collected command of every worker in one step (one task per worker that has any), each worker's
+        system asked with it when the run does not know it yet."""
         wanted, self._wanted = {n: c for n, c in self._wanted.items() if c}, {}
         if not wanted:
             return
+        for node, lines in wanted.items():
+            lines += [c for c in SYSTEM_COMMANDS if (node, c) not in self._answers and c not in lines]
         nonce = "sfx" + secrets.token_hex(6)
-        script = step_script(nonce, wanted)
-        names = sorted(wanted)
-        args = f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)}"
-        res = self.submit.srun(args, command_line("bash -c", [script]), timeout=STEP_SECONDS)
+        res = self._launch(sorted(wanted), command_line("bash -c", [step_script(nonce, wanted)]))
         self.steps += 1
+        self.results.append(res)
         got = parse_answers(nonce, res.stdout, wanted)
-        missing = [f"{node}: {line}" for node, lines in wanted.items() for line in lines if (node, line) not in got]
-        if missing:
+        silent = [node for node in self.nodes if any((node, line) not in got for line in wanted.get(node, ()))]
+        if silent:  # every worker that did not answer is named, and what srun said of the step
             raise RuntimeError(
-                f"the step did not answer on every worker ({'; '.join(missing[:5])}): exit {res.exit_status}, "
-                f"{(res.stderr or res.stdout).strip()[-400:]}"
+                f"the step did not answer on every worker: not on {', '.join(silent)} (for example "
+                f"{silent[0]}: {next(line for line in wanted[silent[0]] if (silent[0], line) not in got)}): "
+                f"exit {res.exit_status}, {(res.stderr or res.stdout).strip()[-400:]}"
             )
         self._answers.update(got)
+        for node in wanted:
+            if all((node, c) in self._answers for c in SYSTEM_COMMANDS):
+                self.systems[node] = {c: list(self._answers[(node, c)]) for c in SYSTEM_COMMANDS}
+
+    def _launch(self, names: Sequence[str], command: str) -> Any:
+        if self.launch is not None:
+            return self.launch(names, command)
+        args = f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)}"
+        return self.submit.srun(args, command, timeout=STEP_SECONDS)
 
 
 #: A fact not answered yet in this round of :meth:`Workers.gather`.
@@ -197,11 +233,9 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "p": "|"}.get(m.group(1), m.group(1)), text)
 
 
-def parse_answers(
-    nonce: str, stdout: str, wanted: Mapping[str, list[str]]
-) -> dict[tuple[str, str], tuple[int, str, str]]:
+def parse_answers(nonce: str, stdout: str, wanted: Mapping[str, list[str]]) -> dict[tuple[str, str], Answer]:
     """The marked answer lines of :func:`step_script` as (worker, command) -> (rc, stdout, stderr)."""
-    got: dict[tuple[str, str], tuple[int, str, str]] = {}
+    got: dict[tuple[str, str], Answer] = {}
     for line in stdout.splitlines():
         parts = line.split("|")
         if len(parts) != 6 or parts[0] != nonce or parts[1] not in wanted:
@@ -213,3 +247,20 @@ def parse_answers(
         except (ValueError, IndexError):
             continue
     return got
+
+
+def system_probe(nonce: str, nodes: Sequence[str]) -> str:
+    """Bash answering :data:`SYSTEM_COMMANDS` on each of ``nodes`` (lines of :func:`step_script`): for a step that
+    runs anyway (the cohort pre-flight) to seed :attr:`Workers.systems`."""
+    return step_script(nonce, {node: list(SYSTEM_COMMANDS) for node in nodes})
+
+
+def parse_systems(nonce: str, stdout: str, nodes: Sequence[str]) -> dict[str, dict[str, list]]:
+    """:func:`system_probe`'s answers as :attr:`Workers.systems` (a worker that did not answer all of them is left
+    out: its Host asks them itself)."""
+    got = parse_answers(nonce, stdout, {node: list(SYSTEM_COMMANDS) for node in nodes})
+    return {
+        node: {c: list(got[(node, c)]) for c in SYSTEM_COMMANDS}
+        for node in nodes
+        if all((node, c) in got for c in SYSTEM_COMMANDS)
+    }

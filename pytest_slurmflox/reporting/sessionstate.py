@@ -49,6 +49,9 @@ class SessionState:
     up: tuple[float, float] | None = None
     #: what the run said on its progress lines (:func:`progress_printer`): the run's, never one check's
     notes: list[str] = field(default_factory=list)
+    #: each worker's system as testinfra asks it (harness/sitehosts.py ``SYSTEM_COMMANDS``: node -> command ->
+    #: [rc, stdout, stderr]), answered once per run by the cohort pre-flight or a worker Host's first step
+    worker_systems: dict[str, dict[str, list]] = field(default_factory=dict)
 
     @property
     def records(self) -> RunRecords:

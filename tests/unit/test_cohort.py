@@ -93,3 +93,29 @@ def test_a_worker_whose_task_failed_there_still_answered_the_preflight():
         "srun: error: Task launch for StepId=9.0 failed on node worker3: Communication connection failure\n"
     )
     assert reached_workers(text) == {"worker2"}
+
+
+def test_the_preflight_answers_each_workers_system_without_changing_its_own_answer():
+    """The pre-flight's one step also answers testinfra's system commands on each worker (under a nonce of their
+    own): the run's worker Hosts start from them, and the pre-flight still judges only its own "answered"."""
+    import os
+    import subprocess
+
+    from pytest_slurmflox.suites._cohort import preflight_step
+
+    from pytest_slurmflox.base.run import Result
+    from pytest_slurmflox.harness.sitehosts import SYSTEM_COMMANDS
+
+    class Steps:  # the step's fan-out: the command in bash once per -w worker, a site's prolog printing first
+        def srun(self, args: str, command: str, *, timeout: float) -> Result:
+            out = ""
+            for node in args.split("-w ", 1)[1].split()[0].split(","):
+                env = {**os.environ, "SLURMD_NODENAME": node}
+                proc = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True)
+                out += "site prolog says hi\n" + proc.stdout
+            return Result(command, "login", "u", 0, out, "", 0.1)
+
+    pre = preflight_step(Steps(), ["worker1", "worker2"])
+    assert pre.silent == []
+    assert set(pre.systems) == {"worker1", "worker2"} and set(pre.systems["worker2"]) == set(SYSTEM_COMMANDS)
+    assert pre.systems["worker1"]["uname -s"] == [0, os.uname().sysname + "\n", ""]

@@ -11,11 +11,19 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from pytest_slurmflox.base.run import Result
-from pytest_slurmflox.harness.sitehosts import Workers, parse_answers, step_script
+from pytest_slurmflox.harness.sitehosts import (
+    SYSTEM_COMMANDS,
+    Workers,
+    parse_answers,
+    parse_systems,
+    step_script,
+    system_probe,
+)
 
 
 @dataclass
@@ -82,5 +90,69 @@ def test_a_worker_the_step_did_not_answer_on_is_named():
             return Result(command, "local", "root", 1, "", "srun: error: w2: task 1: Killed", 0.0)
 
     workers = Workers(Lost(), ("w1", "w2"))
-    with pytest.raises(RuntimeError, match=r"did not answer on every worker \(w1: true; w2: true\).*w2: task 1"):
+    said = r"did not answer on every worker: not on w1, w2 \(for example w1: true\).*w2: task 1"
+    with pytest.raises(RuntimeError, match=said):
         workers.gather({"up": lambda host: host.run("true").rc})
+
+
+def _this_hosts_systems(nodes) -> dict:
+    """The cohort pre-flight's seed, from its own probe run by bash once per worker (as the step would)."""
+    out = ""
+    for node in nodes:
+        env = {**os.environ, "SLURMD_NODENAME": node}
+        out += subprocess.run(["bash", "-c", system_probe("sfxpre", nodes)], env=env, capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+    return parse_systems("sfxpre", out, nodes)
+
+
+def _module_facts() -> dict:
+    """20 facts in testinfra's own modules: 10 packages, 10 files (this Debian host stands in for each worker)."""
+    facts = {f"pkg{i}": (lambda host, n=name: host.package(n).is_installed) for i, name in enumerate(["bash"] * 10)}
+    facts.update({f"file{i}": (lambda host, i=i: host.file(f"/etc/nothere{i}").exists) for i in range(9)})
+    facts["bash on PATH"] = lambda host: host.exists("bash")
+    return facts
+
+
+def test_module_facts_cost_one_step_when_the_run_knows_each_workers_system():
+    nodes = tuple(f"w{i}" for i in range(1, 33))
+    systems = _this_hosts_systems(nodes)
+    assert set(systems) == set(nodes) and set(systems["w7"]) == set(SYSTEM_COMMANDS)
+    steps = LocalSteps(noise="TaskProlog says hello\n")
+    workers = Workers(steps, nodes, systems=systems)
+    facts = workers.gather(_module_facts())
+    assert steps.calls == 1
+    assert all(facts["pkg3"].values()) and not any(facts["file4"].values()) and all(facts["bash on PATH"].values())
+    assert workers["w5"].system_info.distribution == "debian"  # from the seed: no further step
+    assert steps.calls == 1
+
+
+def test_an_unknown_system_is_asked_with_the_first_step_and_kept_for_the_run():
+    nodes = ("w1", "w2", "w3")
+    run_systems: dict = {}
+    steps = LocalSteps()
+    first = Workers(steps, nodes, systems=run_systems).gather(_module_facts())
+    assert steps.calls == 2  # the system with the first step, then every module's own command
+    assert set(run_systems) == set(nodes)  # the session's store, filled for the checks after it
+    again = Workers(steps, nodes, systems=run_systems).gather(_module_facts())
+    assert steps.calls == 3 and again == first
+
+
+def test_a_worker_that_did_not_answer_the_system_probe_is_left_to_ask_it_itself():
+    env = {**os.environ, "SLURMD_NODENAME": "w1"}  # only w1's task ran
+    out = subprocess.run(["bash", "-c", system_probe("sfxpre", ["w1", "w2"])], env=env, capture_output=True, text=True)
+    out = out.stdout
+    assert list(parse_systems("sfxpre", out, ["w1", "w2"])) == ["w1"]
+    assert parse_systems("sfxother", out, ["w1", "w2"]) == {}  # another step's lines are not ours
+
+
+def test_a_fact_that_catches_exception_does_not_swallow_a_pending_answer():
+    def content_or_none(host):
+        try:
+            return host.file("/etc/os-release").content_string
+        except Exception:  # a missing file, as a site would write it
+            return None
+
+    steps = LocalSteps()
+    workers = Workers(steps, ("w1",), systems=_this_hosts_systems(("w1",)))
+    facts = workers.gather({"hostname": content_or_none})
+    assert facts["hostname"]["w1"] == Path("/etc/os-release").read_text() and steps.calls == 1
