@@ -1,17 +1,24 @@
 """The worker's task profile (provision/README.md), read by a task on each worker.
 
 Why a module of its own: T3, T11 and T2's store check read the same files from the same place; their names and
-the reading script are spelled once, here. T3's checks and T11's revision check judge one reading per run
+the reading are spelled once, here. T3's checks and T11's revision check judge one reading per run
 (:func:`profiles_once`, suites/_shared.py): the files are the same whichever requirement reads them.
+
+The reading is written in a site check's words (docs/site-checks.md): each file is testinfra's
+``file(path).content_string`` on the cohort's worker Hosts, asked of every worker in one step
+(harness/sitehosts.py ``gather``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from functools import partial
+from typing import Any
 
-from pytest_slurmflox.base.run import Result, quoted
+from testinfra.host import Host
 
-from ._marks import Marked, on_each, per_node
+from pytest_slurmflox.base.run import Result
+from pytest_slurmflox.harness.sitehosts import Workers
+
 from ._shared import observe_once
 
 #: Files of the task profile (provision/README.md); ``revision`` is the completion marker.
@@ -37,45 +44,40 @@ def profile_dir(target) -> str:
     return target.spec.runtime.profile_dir if target.spec.runtime is not None else PROFILE_DIR
 
 
-def read_profiles(target, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
-    """The task profile of every node, read by a task on that node: node -> file -> lines."""
-    res = _read_step(jobs, nodes, profile_dir(target))
-    return _parse(res), res
+def read_profiles(target, hosts: Workers) -> tuple[dict[str, dict[str, list[str]]], Result]:
+    """The task profile of every worker, read by a task on that worker: node -> file -> its non-empty lines (a
+    file the task cannot read is listed under ``__missing__``), and the step that read them (one step, the
+    cohort's systems known from the pre-flight)."""
+    return _profiles(_read(hosts, profile_dir(target)))
 
 
-def profiles_once(request, target, jobs, nodes: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], Result]:
+def profiles_once(request, target, hosts: Workers) -> tuple[dict[str, dict[str, list[str]]], Result]:
     """:func:`read_profiles`, read once in the run: the first check to ask reads, the others judge that reading."""
-    res = observe_once(request, "task-profiles", lambda: {"step": _read_step(jobs, nodes, profile_dir(target))})
-    return _parse(res["step"]), res["step"]
+    return _profiles(observe_once(request, "task-profiles", lambda: _read(hosts, profile_dir(target))))
 
 
-def _read_step(jobs, nodes: Iterable[str], directory: str) -> Marked:
-    """One step on every node printing ``file<TAB>line`` for each profile file (``MISSING<TAB>file`` if absent)."""
-    where = quoted("%s", directory)
-    script = (
-        # no profile directory at all: every file is missing (said as such, never a shell error taken for a file)
-        f"cd {where} 2>/dev/null || {{ for f in {' '.join(PROFILE_FILES)}; do printf 'MISSING\\t%s\\n' \"$f\"; "
-        "done; exit 0; }; "
-        f"for f in {' '.join(PROFILE_FILES)}; do "
-        'if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\t%s\\n\' "$f" "$l"; done < "$f";'
-        " printf '%s\\t\\n' \"$f\"; else printf 'MISSING\\t%s\\n' \"$f\"; fi; done"
-    )
-    return on_each(jobs, nodes, script)
+def _read(hosts: Workers, directory: str) -> dict[str, Any]:
+    """Each profile file, in testinfra's words: ``file(...).content_string`` on every worker, one gathering."""
+    facts = {name: partial(_content, f"{directory.rstrip('/')}/{name}") for name in PROFILE_FILES}
+    return {"files": hosts.gather(facts), "step": hosts.results[-1]}
 
 
-def _parse(res: Marked) -> dict[str, dict[str, list[str]]]:
+def _content(path: str, host: Host) -> str | None:
+    """``path``'s content as the task reads it; None when the task cannot (testinfra raises RuntimeError when
+    ``cat`` fails: no such file or directory, or one closed to the task)."""
+    try:
+        return host.file(path).content_string
+    except RuntimeError:
+        return None
+
+
+def _profiles(read: dict[str, Any]) -> tuple[dict[str, dict[str, list[str]]], Result]:
     profiles: dict[str, dict[str, list[str]]] = {}
-    for node, lines in per_node(res).items():
-        files: dict[str, list[str]] = {}
-        for line in lines:
-            name, _, value = line.partition("\t")
-            if name == "MISSING":
-                files.setdefault("__missing__", []).append(value)
-                continue
-            if name not in PROFILE_FILES:  # a line of someone else's (a site's prolog, a shell's complaint)
-                continue
-            files.setdefault(name, [])
-            if value:
-                files[name].append(value)
-        profiles[node] = files
-    return profiles
+    for name in PROFILE_FILES:
+        for node, text in read["files"][name].items():
+            files = profiles.setdefault(node, {})
+            if text is None:
+                files.setdefault("__missing__", []).append(name)
+            else:
+                files[name] = [line for line in text.splitlines() if line]
+    return profiles, read["step"]

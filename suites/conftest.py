@@ -53,6 +53,7 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
         pytest.fail(verdict["failure"], pytrace=False)
     if verdict.get("busy"):
         pytest.skip(verdict["busy"])  # NOT RUN (its text starts with signoff.NOT_RUN_PREFIX), never FAIL
+    slurmflox_state.worker_systems.update(verdict.get("systems") or {})  # worker Hosts start from them
     return list(verdict["nodes"])
 
 
@@ -67,19 +68,35 @@ def _decide_cohort(target, state, busy_timeout: float) -> dict:
         return {"nodes": nodes, "failure": failure, "busy": None}
     jobs = Jobs.of(target, state.run_id, "preflight", busy_timeout=busy_timeout, records=state.records)
     try:
-        silent, step = preflight_step(jobs, nodes)
+        pre = preflight_step(jobs, nodes)
     except BusyPastBudget as held:
         return {"nodes": nodes, "failure": None, "busy": held.msg}
     finally:
         jobs.cleanup()
-    if not silent:
-        return {"nodes": nodes, "failure": None, "busy": None}
+    if not pre.silent:
+        return {"nodes": nodes, "failure": None, "busy": None, "systems": pre.systems}
+    silent, step = pre.silent, pre.step
     _, problems, evidence = cohort(target)  # a worker that stopped serving while the step waited: named by its state
     if problems:
         failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
     else:
         failure = unmet("every worker of the cohort answers a step: " + "; ".join(silent), step.result)
     return {"nodes": nodes, "failure": failure, "busy": None}
+
+
+@pytest.fixture
+def cohort_hosts(submit, workers: list[str], slurmflox_state):
+    """The cohort as testinfra Hosts (harness/sitehosts.py ``Workers``): facts asked of every worker in one step
+    that waits for a worker other jobs hold (busy is not broken: suites/_busy.py), each worker's system known from
+    the pre-flight."""
+    from pytest_slurmflox.harness.sitehosts import STEP_SECONDS, Workers
+
+    from ._marks import Mark, every_worker_step
+
+    def launch(nodes, command):
+        return every_worker_step(submit, nodes, "", command, Mark.new(), timeout=STEP_SECONDS)
+
+    return Workers(submit, tuple(workers), systems=slurmflox_state.worker_systems, launch=launch)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -39,10 +39,10 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.T3]
 
 
 @pytest.fixture
-def profiles(request, target, submit, workers):
+def profiles(request, target, cohort_hosts):
     """Every worker's profile as its task reads it: one reading in the run, judged by each check here and by T11's
     revision check (suites/_shared.py)."""
-    return profiles_once(request, target, submit, workers)
+    return profiles_once(request, target, cohort_hosts)
 
 
 def test_profile_is_complete_on_every_worker(profiles, workers):

@@ -174,7 +174,7 @@ def test_cpu_revision_readvertises_capacity_without_stale_records(lifecycle, tar
 
 
 @pytest.mark.T11F
-def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, target, expect, submit, workers):
+def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, target, expect, cohort_hosts):
     rec, log = lifecycle
     broken_env = "local/broken" if target.spec.substrate == "local" else "slurmflox-invalid/does-not-exist"
     broken = _changed(expect.settings, worker_flox_env=broken_env, worker_flox_generation=1)
@@ -202,7 +202,7 @@ def test_failed_revision_stays_unavailable_and_going_back_restores(lifecycle, ta
         "an update back to the good revision restores service",
         log,
     )
-    profiles, res = read_profiles(target, submit, workers)
+    profiles, res = read_profiles(target, cohort_hosts)
     requirement(
         all(f.get("revision") == [expect.revision] for f in profiles.values()),
         "every worker runs the good revision again",

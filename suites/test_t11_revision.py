@@ -45,9 +45,9 @@ def test_declared_revision_is_the_one_the_settings_compute(expect, revision, tar
     )
 
 
-def test_every_task_profile_reports_the_expected_revision(request, submit, workers, revision, target):
+def test_every_task_profile_reports_the_expected_revision(request, cohort_hosts, workers, revision, target):
     declared(target, *REVISION_INPUTS)
-    profiles, res = profiles_once(request, target, submit, workers)  # the reading T3 judges too
+    profiles, res = profiles_once(request, target, cohort_hosts)  # the reading T3 judges too
     for node in workers:
         got = profiles.get(node, {}).get("revision")
         requirement(got == [revision], f"{node}'s profile reports {revision} (it reports {got})", res)
