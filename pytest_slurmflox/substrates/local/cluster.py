@@ -237,10 +237,7 @@ class LocalCluster:
         }
         for name, text in files.items():
             write_if_changed(scripts_dir / name, text, 0o755)
-        conf = {
-            "slurm.conf": slurmconf.render_slurm_conf(self.cluster_conf(support)),
-            "cgroup.conf": slurmconf.render_cgroup_conf(self.cgroup_conf(support)),
-        }
+        conf = slurmconf.render_conf_dir(self.cluster_conf(support), self.cgroup_conf(support))
         for name, text in conf.items():
             write_if_changed(self.local / "conf" / name, text, 0o644)
         prolog = (PROVISION / "task-prolog.sh").read_text()

@@ -8,7 +8,8 @@ Layout of ``<workdir>``::
     known_hosts           pins the login node's host key for [127.0.0.1]:LOGIN_SSH_PORT
     munge.key             the cluster's shared munge key (0600)
     local/state.json      cluster prefix, image, desired revision and worker settings, worker list
-    local/conf/           slurm.conf, cgroup.conf, flox-task-prolog/task-prolog.sh (bound read-only at /etc/slurm)
+    local/conf/           slurm.conf, cgroup.conf, mpi.conf, flox-task-prolog/task-prolog.sh (bound read-only at
+                          /etc/slurm)
     local/hosts           /etc/hosts of every node
     local/scripts/        node-boot.sh, node-init.sh, flox-activate, task-profile-init.sh, sshd_config,
                           forward_program.py (the loopback forwarder, run on the host from here)
