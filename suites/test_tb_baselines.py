@@ -30,11 +30,14 @@ worker: the cost grows linearly with the workers only where the measurement itse
   Documentation/scheduler/sched-bwc.rst), so a CPU quota on the worker slows every trial and shows in the best one.
   The workers take turns within the one step, so workers sharing a host's cores never measure each other.
 - Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
-  ring over the cohort reads it back (as T9's check): three timed reads, each the file read through again and again
-  for at least :data:`TRIAL_MS` (a read of a few ms measured mostly the host's scheduling: a healthy worker's read
-  at 0.48x of its peer's was seen on a loaded host), the fastest counting, timed on the worker; the first
-  worker's file is read the same way at the login endpoint (``storage_read_login``, one value for the cluster:
-  no cohort to compare it with, judged by its band).
+  ring over the cohort reads it back (as T9's check). Writes and reads are both timed trials, the fastest of three
+  counting: a trial writes (or reads) the file through again and again for at least :data:`TRIAL_MS`, timed on the
+  worker (one pass of a few ms measures mostly the host's scheduling: a healthy worker's read at 0.48x of its
+  peer's, and in CI a healthy worker's single write at 0.49x, were seen on a loaded host). The workers write
+  together and then read together, each phase opened by a barrier on the shared home, so each worker's trials
+  share the storage with the same peers for the same time. The first worker's file is read the same way at the
+  login endpoint (``storage_read_login``, one value for the cluster: no cohort to compare it with, judged by its
+  band).
 - Scheduler: submit-to-start of one one-task step (the login's clock before ``srun``, the task's clock when it
   runs: one host's clock on the local substrate, NTP-close clocks elsewhere), the wall time of one ``srun`` of a
   task on every worker, and a burst of N one-task batch jobs (N from ``expect.performance.scheduler_burst.jobs``,
@@ -46,6 +49,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Iterable
 
 import pytest
 
@@ -246,7 +250,9 @@ def test_memory_triad_bandwidth_on_every_worker(request, submit, target, workers
 
 def test_shared_storage_write_and_read_throughput(request, submit, target, workers, run_id):
     """Every worker writes a file to the shared home and the next worker of a ring reads it, one step: write and
-    read throughput per worker, judged like every metric."""
+    read throughput per worker, judged like every metric. The workers write together and read together, each
+    phase opened by a barrier on the shared home, so every worker's trials share the storage (and, on the local
+    substrate, the host's cores) with the same peers for the same time: the last to start is never alone."""
     from pytest_slurmflox.model.declared import HOME
 
     declared(target, HOME)
@@ -261,23 +267,20 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
     def path(node: str) -> str:
         return quoted("%s/%s-%s.dat", outdir, own, node)
 
-    writes = ring_case(pairs, lambda me, _r: (
-        f"s=$(date +%s%N); dd if=/dev/zero of={path(me)} bs=1M count={STORAGE_MIB} conv=fsync status=none && "
-        f"echo storage_write $s $(date +%s%N) && touch {path(me)}.done"))  # fmt: skip
+    def reading(file: str, metric: str) -> str:
+        return timed(f"cat {' '.join([file] * READ_PASSES)} >/dev/null", READ_PASSES, metric)
+
+    dd = f"dd if=/dev/zero bs=1M count={STORAGE_MIB} conv=fsync status=none of="
+    writes = ring_case(pairs, lambda me, _r: timed(dd + path(me), 1, "storage_write"))
     keep = pairs[0][0]  # the first writer's file stays for the login endpoint's read
-
-    def timed_reads(file: str, metric: str) -> str:
-        return (f"for _ in 1 2 3; do s=$(date +%s%N); n=0; while cat {' '.join([file] * READ_PASSES)} >/dev/null; do "
-                f"n=$((n+{READ_PASSES})); e=$(date +%s%N); [ $((e-s)) -ge {TRIAL_MS}000000 ] && "
-                f"{{ echo {metric} $s $e $n; break; }}; done; done")  # fmt: skip
-
     reads = ring_case([(r, w) for w, r in pairs], lambda _me, writer: (
-        f"for _ in $(seq {VISIBLE_WITHIN * 4}); do [ -e {path(writer)}.done ] && break; sleep 0.25; done; "
-        f"{timed_reads(path(writer), 'storage_read')}; "
-        f"rm -f {path(writer)}.done{'' if writer == keep else ' ' + path(writer)}"))  # fmt: skip
-    step = across(submit, workers, f"{writes}; {reads}", timeout=job_timeout(stages=2))
+        reading(path(writer), "storage_read") + ("" if writer == keep else f"; rm -f {path(writer)}")))  # fmt: skip
+    marks = quoted("%s/%s", outdir, f"{own}-mark")
+    script = f"{barrier(marks + '-write', workers)}; {writes}; {barrier(marks + '-read', workers)}; {reads}"
+    step = across(submit, workers, script, timeout=job_timeout(stages=2))
+    cleanup = f"rm -f {marks}-*"
     at_login = target.login.run(
-        command_line("sh -c", [f"{timed_reads(path(keep), 'storage_read_login')}; rm -f {path(keep)}"])
+        command_line("sh -c", [f"{reading(path(keep), 'storage_read_login')}; rm -f {path(keep)}; {cleanup}"])
     )
     samples = storage_samples({**step.lines, "login": at_login.stdout.splitlines()})
     missing = _complete(samples, "storage_write", sorted(workers)) + _complete(samples, "storage_read", sorted(workers))
@@ -291,21 +294,36 @@ def test_shared_storage_write_and_read_throughput(request, submit, target, worke
     _judged(request, target, samples, "shared-storage throughput on every worker and at login", step.result, at_login)
 
 
+def barrier(phase: str, workers: Iterable[str]) -> str:
+    """Shell: this worker touches ``<phase>-<its name>`` (``phase``: a quoted path prefix on the shared home) and
+    waits, at most :data:`VISIBLE_WITHIN` s, until every worker's mark is there. A worker that never comes costs
+    the wait, then the others go on; its missing lines FAIL the check naming it."""
+    marks = " ".join(phase + quoted("-%s", w) for w in sorted(workers))
+    return (f'touch {phase}-"$SLURMD_NODENAME"; for _ in $(seq {VISIBLE_WITHIN * 20}); do a=1; for m in {marks}; '
+            'do [ -e "$m" ] || { a=0; break; }; done; [ $a = 1 ] && break; sleep 0.05; done')  # fmt: skip
+
+
+def timed(command: str, passes: int, metric: str) -> str:
+    """Shell that runs :data:`TRIALS` timed trials of ``command`` (each going ``passes`` times through the file):
+    a trial repeats it for at least :data:`TRIAL_MS` of wall time and prints ``<metric> <start ns> <end ns>
+    <passes>``; a failing ``command`` ends the trial without a line."""
+    return (f"for _ in $(seq {TRIALS}); do s=$(date +%s%N); n=0; while {command}; do n=$((n+{passes})); "
+            f"e=$(date +%s%N); [ $((e-s)) -ge {TRIAL_MS}000000 ] && {{ echo {metric} $s $e $n; break; }}; "
+            "done; done")  # fmt: skip
+
+
 def storage_samples(lines: dict[str, list[str]]) -> list[Sample]:
-    """``storage_write <start ns> <end ns>`` and ``storage_read|storage_read_login <start ns> <end ns> <passes>``
-    lines per worker as MB/s samples of that worker, the best of its lines per metric (the reader reads three
-    times)."""
+    """``storage_write|storage_read|storage_read_login <start ns> <end ns> <passes>`` lines per worker (one per
+    :func:`timed` trial) as MB/s samples of that worker, the best of its lines per metric."""
     samples = []
     for node, said in lines.items():
         for line in said:
             parts = line.split()
-            fields = 3 if parts[:1] == ["storage_write"] else 4
-            if len(parts) == fields and parts[0] in STORAGE_METRICS and all(p.isdigit() for p in parts[1:]):
+            if len(parts) == 4 and parts[0] in STORAGE_METRICS and all(p.isdigit() for p in parts[1:]):
                 seconds = max(int(parts[2]) - int(parts[1]), 1) / 1e9
-                passes = 1 if fields == 3 else int(parts[3])
-                samples.append(Sample(parts[0], node, passes * STORAGE_MIB * 1.048576 / seconds))
+                samples.append(Sample(parts[0], node, int(parts[3]) * STORAGE_MIB * 1.048576 / seconds))
     best: dict[tuple[str, str], Sample] = {}
-    for sample in samples:  # the fastest of a worker's reads: one read of a few ms is mostly the host's jitter
+    for sample in samples:  # the fastest of a worker's trials: one pass of a few ms is mostly the host's jitter
         key = (sample.metric, sample.subject)
         if key not in best or sample.value > best[key].value:
             best[key] = sample

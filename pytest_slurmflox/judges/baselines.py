@@ -51,7 +51,7 @@ METRICS: dict[str, Metric] = {
         Metric("mpi_latency", "us", False, "pair", "OSU-style ping-pong, 8 B, half the median round trip"),
         Metric("mpi_bandwidth", "MB/s", True, "pair", "OSU-style ping-pong, 1 MiB, bytes / half the median round trip"),
         Metric("memory_triad", "MB/s", True, "worker", "STREAM-triad-like a[i]=b[i]+s*c[i], 3 x 8 B per element"),
-        Metric("storage_write", "MB/s", True, "worker", "dd of a file to the shared home, fsync'd"),
+        Metric("storage_write", "MB/s", True, "worker", "dd of a file to the shared home, fsync'd, fastest of 3"),
         Metric(
             "storage_read",
             "MB/s",

@@ -150,3 +150,13 @@ def test_the_published_page_is_the_schema():
     assert page.read_text() == targetschema.markdown(), f"regenerate it: {regenerate}"
     for path, _ in targetschema.leaf_paths():
         assert f"| `{path}` |" in page.read_text()
+
+
+def test_every_performance_key_is_described_by_its_metric_method():
+    """The schema's word for a metric is the method the evidence records for it (judges/baselines.py): the two are
+    written apart, and a check whose method changed must not leave the published page describing the old one."""
+    from pytest_slurmflox.judges.baselines import METRICS
+
+    declared = targetschema.schema()["properties"]["expect"]["properties"]["performance"]["properties"]
+    for name, metric in METRICS.items():
+        assert declared[name]["description"].startswith(metric.method + " ("), (name, declared[name]["description"])
