@@ -10,6 +10,8 @@ Everything else is a :func:`requirement` that FAILs with the evidence that decid
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
 from pytest_slurmflox.base.run import Result
@@ -67,3 +69,25 @@ def unmet(requirement: str, *evidence: Result | str) -> str:
     the run's other processes carries this text, pytest_slurmflox/model/runrecord.py)."""
     shown = "\n".join(e.describe() if isinstance(e, Result) else str(e) for e in evidence)
     return f"requirement not met: {requirement}\n{shown}"
+
+
+@dataclass
+class EveryWorker:
+    """A requirement judged on every worker before it FAILs: each worker's unmet parts are collected
+    (:meth:`holds`) and :meth:`settle` FAILs once, naming every worker that missed one. The worker that breaks is
+    rarely the first; a check that stops at the first names one worker and hides the rest."""
+
+    what: str
+    unmet_parts: list[str] = field(default_factory=list)
+
+    def holds(self, ok: bool, part: str) -> bool:
+        """Record ``part`` (``"<worker>: <what it must show>"``) as unmet unless ``ok``; return ``ok``, so a
+        worker's later parts that depend on this one can be passed over."""
+        if not ok:
+            self.unmet_parts.append(part)
+        return ok
+
+    def settle(self, *evidence: Result | str) -> None:
+        """FAIL naming :attr:`what` and every unmet part, with the evidence that decided them; nothing when all
+        held."""
+        requirement(not self.unmet_parts, f"{self.what}: " + "; ".join(self.unmet_parts), *evidence)

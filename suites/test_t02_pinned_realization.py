@@ -25,7 +25,7 @@ from pytest_slurmflox.model.declared import ENV
 from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 from pytest_slurmflox.substrates.local.runtime import DIGEST_SH
 
-from ._capability import declared, declared_nodeset, requirement
+from ._capability import EveryWorker, declared, declared_nodeset, requirement
 from ._cohort import cohort
 from ._marks import on_each, per_node
 from ._nixstore import declared_store_problems, flox_lock_check, local_store_problems
@@ -113,13 +113,12 @@ def test_worker_owner_reports_the_pin(target, expect, workers):
     require(target, "worker-pool")
     declared(target, *ENV)
     infos = {w.name: w for w in target.pool.workers()}
+    every = EveryWorker(f"the owner records the pin on each of the {len(workers)} workers")
     for node in workers:
         w = infos.get(node)
-        requirement(
-            w is not None and w.environment == expect.environment,
-            f"worker {node} annotated with {expect.environment}",
-            str(w),
-        )
+        every.holds(w is not None and w.environment == expect.environment,
+                    f"worker {node} annotated with {expect.environment} ({w})")  # fmt: skip
+    every.settle(f"the owner's records: {sorted(infos)}")
 
 
 def test_pod_annotation_pins_the_generation(target, expect):

@@ -30,7 +30,7 @@ from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE_PREFIX
 
 from . import _failclosed
-from ._capability import declared, requirement
+from ._capability import EveryWorker, declared, requirement
 from ._cohort import across
 from ._profile import profiles_once
 from ._records import runtimes
@@ -47,12 +47,15 @@ def profiles(request, target, cohort_hosts):
 
 def test_profile_is_complete_on_every_worker(profiles, workers):
     found, res = profiles
+    every = EveryWorker(f"the task profile is complete on each of the {len(workers)} workers")
     for node in workers:
         files = found.get(node)
-        requirement(files is not None, f"{node}: a task can read its profile", res)
-        requirement("__missing__" not in files, f"{node}: all profile files present", res)
-        requirement(files.get("schema") == [TASK_PROFILE_SCHEMA], f"{node}: schema {TASK_PROFILE_SCHEMA}", res)
-        requirement(len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written", res)
+        if not every.holds(files is not None, f"{node}: a task can read its profile"):
+            continue
+        every.holds("__missing__" not in files, f"{node}: all profile files present")
+        every.holds(files.get("schema") == [TASK_PROFILE_SCHEMA], f"{node}: schema {TASK_PROFILE_SCHEMA}")
+        every.holds(len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written")
+    every.settle(res)
 
 
 def test_profile_matches_the_declared_deployment(profiles, workers, expect, target):
@@ -71,31 +74,29 @@ def test_profile_matches_the_declared_deployment(profiles, workers, expect, targ
             f"(scontrol show config names {got})",
             conf,
         )
+    every = EveryWorker(f"the task profile is the declared deployment's on each of the {len(workers)} workers")
     for node in workers:
         files = found.get(node, {})
-        requirement(files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}", res)
-        requirement(files.get("revision") == [revision], f"{node}: revision {revision} (computed)", res)
-        requirement(files.get("image") == [expect.image], f"{node}: image {expect.image}", res)
-        requirement(files.get("activate-mode") == [s.worker_flox_activate_mode], f"{node}: activation mode", res)
-        requirement(files.get("path-precedence") == [s.worker_path_precedence], f"{node}: PATH policy", res)
+        every.holds(files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}")
+        every.holds(files.get("revision") == [revision], f"{node}: revision {revision} (computed)")
+        every.holds(files.get("image") == [expect.image], f"{node}: image {expect.image}")
+        every.holds(files.get("activate-mode") == [s.worker_flox_activate_mode], f"{node}: activation mode")
+        every.holds(files.get("path-precedence") == [s.worker_path_precedence], f"{node}: PATH policy")
+    every.settle(res)
 
 
 def test_profile_path_is_the_environments_own_entries_in_order(profiles, target, workers, expect):
     found, res = profiles
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
     declared(target, MODE)
+    every = EveryWorker(f"the task profile's paths are the environment's on each of the {len(records)} workers")
     for node, rt in records.items():
         files = found.get(node, {})
-        requirement(
-            files.get("realized-path") == [rt.realized_path],
-            f"{node}: realized path is the provider's {rt.realized_path}",
-            res,
-        )
-        requirement(
-            files.get("path") == list(rt.path),
-            f"{node}: PATH entries are exactly the environment's, in order: {list(rt.path)}",
-            res,
-        )
+        every.holds(files.get("realized-path") == [rt.realized_path], f"{node}: realized path is the provider's "
+                    f"{rt.realized_path}")  # fmt: skip
+        every.holds(files.get("path") == list(rt.path), f"{node}: PATH entries are exactly the environment's, in "
+                    f"order: {list(rt.path)}")  # fmt: skip
+    every.settle(res)
 
 
 def test_profile_exports_exactly_the_allow_listed_values(profiles, target, workers, expect):
@@ -103,20 +104,21 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
     allow = expect.settings.worker_env_exports
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
     declared(target, MODE, EXPORTS)
+    every = EveryWorker(f"the task profile exports the allow-list on each of the {len(records)} workers")
     for node, rt in records.items():
         lines = found.get(node, {}).get("exports", [])
         got = dict(line.partition("=")[::2] for line in lines)
         want = expected_exports(allow, rt)
-        requirement(len(got) == len(lines), f"{node}: each export appears once", res)
+        every.holds(len(got) == len(lines), f"{node}: each export appears once")
         extra = sorted(set(got) - set(want))
         missing = sorted(set(want) - set(got))
         wrong = sorted(n for n in set(got) & set(want) if got[n] != want[n])
-        requirement(
+        every.holds(
             not extra and not missing and not wrong,
             f"{node}: exports are exactly the allow-listed {sorted(want)} with the environment's values "
             f"(extra {extra}, missing {missing}, wrong {wrong}; allow-list {list(allow)})",
-            res,
         )
+    every.settle(res)
 
 
 def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, workers):

@@ -17,7 +17,7 @@ from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.judges.expectations import expected_revision
 from pytest_slurmflox.model.declared import REPLICAS, REVISION, REVISION_INPUTS
 
-from ._capability import declared, requirement
+from ._capability import EveryWorker, declared, requirement
 from ._profile import profiles_once
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
@@ -48,9 +48,11 @@ def test_declared_revision_is_the_one_the_settings_compute(expect, revision, tar
 def test_every_task_profile_reports_the_expected_revision(request, cohort_hosts, workers, revision, target):
     declared(target, *REVISION_INPUTS)
     profiles, res = profiles_once(request, target, cohort_hosts)  # the reading T3 judges too
+    every = EveryWorker(f"every task profile reports the expected revision, on each of the {len(workers)} workers")
     for node in workers:
         got = profiles.get(node, {}).get("revision")
-        requirement(got == [revision], f"{node}'s profile reports {revision} (it reports {got})", res)
+        every.holds(got == [revision], f"{node}'s profile reports {revision} (it reports {got})")
+    every.settle(res)
 
 
 def test_every_worker_record_carries_the_expected_revision(target, expect, workers, revision):
@@ -64,6 +66,8 @@ def test_every_worker_record_carries_the_expected_revision(target, expect, worke
     )
     infos = {w.name: w for w in pool.workers()}
     requirement(len(workers) == expect.replicas, f"{expect.replicas} workers in the cohort (declared)", str(workers))
+    every = EveryWorker(f"every worker record carries the expected revision, on each of the {len(workers)} workers")
     for node in workers:
         w = infos.get(node)
-        requirement(w is not None and w.revision == revision, f"worker {node} was created with {revision}", str(w))
+        every.holds(w is not None and w.revision == revision, f"worker {node} was created with {revision} ({w})")
+    every.settle(f"the owner's records: {sorted(infos)}")

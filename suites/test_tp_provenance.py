@@ -36,7 +36,7 @@ from pytest_slurmflox.judges.loginenv import LOGIN_PROBE, implies_user_env, logi
 from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 from pytest_slurmflox.model.declared import EXPORTS, MODE, PRECEDENCE
 
-from ._capability import declared, requirement
+from ._capability import EveryWorker, declared, requirement
 from ._marks import on_each, per_node
 from ._records import ENVIRON_PROBE, SUBMIT_PROBE, environs, require_flox_runtime, runtimes
 from ._slurm_reasons import lost_scripts
@@ -94,15 +94,17 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
     # same Slurm-set names and job-wide values on every worker
     odd = consistency_problems(tasks, one_step=kind == "srun", step_nodes=len(workers))
     tmpdir = submit_env.get("TMPDIR") if passes_through(sem.mode, "TMPDIR", sem.varlist) else None
+    every = EveryWorker(
+        f"[{kind} {mode}] the task environment is the computed one on each of the {len(workers)} workers"
+    )
     for node, task in tasks.items():
         problems = redirection_problems(task, node, facts, submit_dir=submit_env.get("PWD"), tmpdir=tmpdir)
         problems += odd.get(node, [])
-        requirement(
-            not problems, f"[{kind} {mode}] on {node} every name Slurm sets has Slurm's value", *problems, *evidence
-        )
+        every.holds(not problems, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(problems)})")
     for node in workers:
         task = found.get(node)
-        requirement(task is not None, f"[{kind} {mode}] a task ran on {node} and showed its environment", *evidence)
+        if not every.holds(task is not None, f"a task ran on {node} and showed its environment"):
+            continue
         problems = task_env_problems(
             task,
             submit_env,
@@ -113,12 +115,8 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
             varlist=sem.varlist,
             login=logins.get(node),
         )
-        requirement(
-            not problems,
-            f"[{kind} {mode}] the task environment on {node} is exactly the computed one",
-            *problems,
-            *evidence,
-        )
+        every.holds(not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})")
+    every.settle(*evidence)
 
 
 def _login_environments(kind: str, sem: Semantics, found: dict, workers, *evidence) -> dict[str, dict[str, str]]:
@@ -126,13 +124,13 @@ def _login_environments(kind: str, sem: Semantics, found: dict, workers, *eviden
     --get-user-env (sbatch with NONE or a variable list); else none."""
     if not implies_user_env(kind, sem.mode):
         return {}
-    for node in workers:
-        requirement(
-            f"{node}+login" in found,
-            f"[{kind} {sem.label}] the user's login environment on {node} was computed (sbatch with NONE or a "
-            "variable list implies --get-user-env)",
-            *evidence,
-        )
+    missed = [node for node in workers if f"{node}+login" not in found]
+    requirement(
+        not missed,
+        f"[{kind} {sem.label}] the user's login environment was computed on every worker (sbatch with NONE or a "
+        f"variable list implies --get-user-env); not on {', '.join(missed)}",
+        *evidence,
+    )
     return {node: found[f"{node}+login"] for node in workers}
 
 
@@ -238,14 +236,17 @@ def test_command_in_environment_and_image_resolves_per_policy(submit, workers, r
     seen = per_node(res)
     if not any(line.startswith("DUP ") for lines in seen.values() for line in lines):
         pytest.skip("missing capability shadowed-command: no command exists both in the environment and the image")
+    every = EveryWorker(f"a shadowed command resolves per the PATH policy on each of the {len(workers)} workers")
+    prepend = expect.settings.worker_path_precedence == "prepend"
     for node in workers:
         dups = [[*line.split(), "<none>"][:4] for line in seen.get(node, []) if line.startswith("DUP ")]
-        requirement(bool(dups), f"{node}: the shadowed command exists there too", res)
+        every.holds(bool(dups), f"{node}: the shadowed command exists there too")
         for _, name, flox_path, resolved in dups:
-            if expect.settings.worker_path_precedence == "prepend":
-                requirement(resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)", res)
+            if prepend:
+                every.holds(resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)")
             else:
-                requirement(resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)", res)
+                every.holds(resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)")
+    every.settle(res)
 
 
 def slurm_version_tuple(version: str) -> tuple[int, ...]:

@@ -29,7 +29,7 @@ from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.judges.expectations import task_env_problems
 from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
 
-from ._capability import requirement
+from ._capability import EveryWorker, requirement
 from ._records import ENVIRON_PROBE, environs, require_flox_runtime, runtimes
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.TR]
@@ -188,23 +188,25 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers,
         job_ids[node] = _accepted(rest.submit(_job(submit, node, f"#!/bin/bash\n{ENVIRON_PROBE}\n", env, outdir)))
         submit.submitted.append(job_ids[node])
     states = submit.wait(*job_ids.values(), timeout=job_timeout())
-    for node, job_id in job_ids.items():
-        requirement(
-            "COMPLETED" in rest.state(job_id),
-            f"REST job {job_id} on {node} completed (queried through REST)",
-            str(states.get(job_id)),
-        )
+    ended = {node: rest.state(job_id) for node, job_id in job_ids.items()}
+    requirement(
+        all("COMPLETED" in state for state in ended.values()),
+        f"the REST job on every worker completed (queried through REST): {ended}",
+        str(states),
+    )
     # the job ids came from REST replies: values, quoted wherever they meet a shell
     out = submit.login.run(" ; ".join(quoted("cat %s/%s.out", outdir, job_id) for job_id in job_ids.values()))
     found = environs(out.stdout)
     s = expect.settings
     facts = SlurmFacts.read(submit.login)
     odd = consistency_problems({node: found[node] for node in workers if node in found}, one_step=False)
+    every = EveryWorker(f"[REST] the task environment is the computed one on each of the {len(workers)} workers")
     for node in workers:
         task = found.get(node)
-        requirement(task is not None, f"the REST job ran on {node} and showed its environment", out)
+        if not every.holds(task is not None, f"the REST job ran on {node} and showed its environment"):
+            continue
         foreign = redirection_problems(task, node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
-        requirement(not foreign, f"[REST] on {node} every name Slurm sets has Slurm's value", *foreign, out)
+        every.holds(not foreign, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(foreign)})")
         problems = task_env_problems(
             task,
             env,
@@ -213,7 +215,8 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers,
             allow_list=s.worker_env_exports,
             runtime=records[node],
         )
-        requirement(not problems, f"[REST] the task environment on {node} is exactly the computed one", *problems, out)
+        every.holds(not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})")
+    every.settle(out)
 
 
 def test_rest_job_can_be_cancelled(rest, submit, workers):
