@@ -222,6 +222,16 @@ def test_controller_slurm_conf_lines(chart: tuple[str, Path]) -> None:
     assert partition == ["PartitionName=all Nodes=compute Default=YES MaxTime=UNLIMITED State=DOWN"]
 
 
+def test_mpi_conf_reaches_the_controller_whence_configless_slurmd_fetches_it(chart: tuple[str, Path]) -> None:
+    """mpi.conf (every PMIx fence a ring, model/mpiconf.py) is a ConfigMap of the release that the Controller
+    names in ``configFileRefs``: the operator mounts those into the controller's /etc/slurm."""
+    objects = render(chart, settings_for())
+    controller = rc.one(objects, "Controller")
+    refs = [ref["name"] for ref in controller["spec"]["configFileRefs"]]
+    files = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] in refs]
+    assert len(files) == 1 and "PMIxCollFence=ring" in files[0]["data"]["mpi.conf"].splitlines(), (refs, files)
+
+
 # ------------------------------------------------------------------------------------------ LoginSet
 def test_loginset_exposes_ssh_on_the_nodeport_with_the_test_identity(chart: tuple[str, Path]) -> None:
     s = settings_for(LOGIN_NODEPORT="31022")

@@ -36,6 +36,7 @@ from ....model.labels import (
     LABEL_NATIVE_WORKER,
     LABEL_REVISION_SHORT,
 )
+from ....model.mpiconf import mpi_conf
 from ....model.revision import runtime_revision, short_revision
 from ....model.settings import PROTECTED_CONTAINERS, Settings, SettingsError
 from .identity import IdentityFiles, test_identity_files  # noqa: F401  (test_identity_files: re-exported)
@@ -368,5 +369,7 @@ def render_slurm_values(
             else {}
         ),
         "extraObjects": _extra_objects(settings, identity, test_ssh_authorized_keys),
+        # mounted into the controller's /etc/slurm, served to configless slurmd (model/mpiconf.py)
+        "configFiles": {"mpi.conf": mpi_conf("reference stack")},
     }
     return values
