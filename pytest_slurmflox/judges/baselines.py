@@ -50,7 +50,14 @@ METRICS: dict[str, Metric] = {
     for m in (
         Metric("mpi_latency", "us", False, "pair", "OSU-style ping-pong, 8 B, half the median round trip"),
         Metric("mpi_bandwidth", "MB/s", True, "pair", "OSU-style ping-pong, 1 MiB, bytes / half the median round trip"),
-        Metric("memory_triad", "MB/s", True, "worker", "STREAM-triad-like a[i]=b[i]+s*c[i], 3 x 8 B per element"),
+        Metric(
+            "memory_triad",
+            "MB/s",
+            True,
+            "worker",
+            "STREAM-triad-like a[i]=b[i]+s*c[i], 3 x 8 B per element; the best of 3 trials taken in turns, "
+            "again while the cohort disagrees (3 rounds at most)",
+        ),
         Metric("storage_write", "MB/s", True, "worker", "dd of a file to the shared home, fsync'd, fastest of 3"),
         Metric(
             "storage_read",
@@ -219,6 +226,19 @@ def outliers(
                     problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} > "
                                     f"{latency_ratio:g} x the cohort median{whose} {mid:g}")  # fmt: skip
     return problems
+
+
+def best_of(*rounds: Iterable[Sample]) -> list[Sample]:
+    """Each (metric, subject)'s best value over ``rounds`` of the same measurement (the highest throughput, the
+    lowest latency), in the order first seen: more rounds can only bring a subject's own better trial forward,
+    never a value it did not show."""
+    best: dict[tuple[str, str], Sample] = {}
+    for s in (s for samples in rounds for s in samples):
+        held = best.get((s.metric, s.subject))
+        better = max if METRICS[s.metric].higher_is_better else min
+        if held is None or better(held.value, s.value) != held.value:
+            best[(s.metric, s.subject)] = s
+    return list(best.values())
 
 
 def burst_jobs(declared: Mapping[str, Any]) -> int:

@@ -11,6 +11,7 @@ from pytest_slurmflox.judges.baselines import (
     Sample,
     annotated,
     band,
+    best_of,
     burst_jobs,
     declared_problems,
     kind_of,
@@ -106,6 +107,20 @@ def test_annotated_values_carry_the_median_the_band_and_who_the_judges_named():
     assert out["memory_triad", "w3"]["named"] and not out["memory_triad", "w1"]["named"]
     assert out["memory_triad", "w1"]["median"] == 990 and out["memory_triad", "w1"]["upper"] is None
     assert out["mpi_latency", "w1->w2"]["named"] and out["mpi_latency", "w1->w2"]["upper"] == 0.001
+
+
+def test_rounds_keep_each_subjects_best_value_by_the_metrics_direction_and_invent_none():
+    first = [Sample("memory_triad", "w1", 30000.0), Sample("memory_triad", "w2", 12000.0)]
+    second = [Sample("memory_triad", "w1", 28000.0), Sample("memory_triad", "w2", 29000.0)]
+    latency = [Sample("mpi_latency", "w1->w2", 9.0)], [Sample("mpi_latency", "w1->w2", 4.0)]
+    assert best_of(first, second) == [Sample("memory_triad", "w1", 30000.0), Sample("memory_triad", "w2", 29000.0)]
+    assert best_of(*latency) == [Sample("mpi_latency", "w1->w2", 4.0)]
+    # a worker missing from a later round keeps its own value; a round adds no worker it did not measure
+    assert best_of(first, second[:1]) == first
+    assert {s.subject for s in best_of(first, [])} == {"w1", "w2"}
+    # a worker slow in every round stays slow: the cohort judge still names it
+    slow = [[Sample("memory_triad", "w1", 30000.0 - r), Sample("memory_triad", "w2", 1500.0 + r)] for r in range(3)]
+    assert outliers(best_of(*slow), {}) == ["memory_triad: w2 is an outlier: 1502 MB/s < 0.7 x the cohort median 15751"]
 
 
 def test_a_worker_kind_is_its_features_and_partitions():
