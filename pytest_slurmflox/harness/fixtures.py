@@ -14,6 +14,7 @@ the installed wheel (``pytest --pyargs pytest_slurmflox.suites``) load as the su
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -77,13 +78,17 @@ def target(pytestconfig: pytest.Config) -> Iterator[Target]:
     if live.unreachable is not None:  # one reason for every check: each is NOT RUN with it, nothing else is tried
         live.close()
         pytest.skip(NOT_RUN_PREFIX + live.unreachable)
-    with terminate_as_interrupt():
+    # The process that owns the run (serial, xdist controller) turns SIGTERM into Ctrl-C from session start to its
+    # end (SlurmfloxSession); an xdist worker, which a process-group signal reaches too, does it here, while it
+    # holds the target, so its checks' teardowns still cancel their jobs.
+    worker = hasattr(pytestconfig, "workerinput")
+    with terminate_as_interrupt() if worker else contextlib.nullcontext():
         try:
             yield live
         finally:
             # Under xdist every worker shares the run id: the run's jobs and files are not one worker's to remove
             # (each check still cancels its own jobs in ``submit``).
-            if not hasattr(pytestconfig, "workerinput"):  # the xdist controller sweeps after its workers
+            if not worker:  # the xdist controller sweeps after its workers
                 slurm = live.slurm if live.why_missing("slurm") is None else None
                 sweep_run(live.login, slurm, state.run_id, keep=bool(get_option(pytestconfig, "slurmflox_keep")))
             live.close()
