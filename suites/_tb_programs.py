@@ -73,21 +73,34 @@ TURN_WAIT = 20
 TRIAD = (
     f"#define TRIAL_MS {TRIAL_MS}\n#define TRIALS {TRIALS}\n#define TURN_WAIT {TURN_WAIT}\n"
     + r"""
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #define N (2 * 1024 * 1024)
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 /* Trial t of rank r runs after the mark of the trial before it in the order (0,0) (0,1) .. (0,n-1) (1,0) ..:
    the workers take turns trial by trial, so a load that comes and goes on the host falls on every worker's
-   trials alike. A mark that never comes is waited for once (its rank is gone), then no more. */
+   trials alike. A mark that never comes is waited for once (its rank is gone), then no more. Each look opens the
+   marks' directory first: on an NFS home that open revalidates the directory (close-to-open: Linux fs/nfs/dir.c,
+   nfs_lookup_verify_inode), so a mark another worker made is not hidden behind a cached "no such file" until the
+   directory's attributes expire (nfs(5) lookupcache, acdirmin: 30 s by default). */
 static int patient = 1;
 static void mark(const char *turn, int trial, int rank, int waiting) {
-    char path[4096];
+    char path[4096], dir[4096];
     snprintf(path, sizeof path, "%s-%d-%d", turn, trial, rank);
     if (!waiting) { FILE *f = fopen(path, "w"); if (f) fclose(f); return; }
-    for (int i = 0; patient && i < TURN_WAIT * 100; i++) { if (access(path, F_OK) == 0) return; usleep(10000); }
+    snprintf(dir, sizeof dir, "%s", turn);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0; else snprintf(dir, sizeof dir, ".");
+    for (int i = 0; patient && i < TURN_WAIT * 100; i++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) close(fd);
+        if (access(path, F_OK) == 0) return;
+        usleep(10000);
+    }
     patient = 0;
 }
 int main(int argc, char **argv) {
