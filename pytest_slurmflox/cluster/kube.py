@@ -76,6 +76,29 @@ class KubeClient:
         except Exception:
             return False
 
+    def may(self, verb: str, resource: str, group: str = "", subresource: str = "") -> bool | None:
+        """Whether the run's user may ``verb`` ``resource`` in this namespace (a ``SelfSubjectAccessReview``:
+        authorization.k8s.io/v1, answered by the API server's authorizers, nothing stored); None when not
+        answered."""
+        from kubernetes import client
+
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=None if resource == "nodes" else self.namespace,
+                    verb=verb,
+                    group=group,
+                    resource=resource,
+                    subresource=subresource or None,
+                )
+            )
+        )
+        try:
+            answer = client.AuthorizationV1Api(self._api).create_self_subject_access_review(review)
+        except Exception:  # not answered: the caller says so, the client's text goes nowhere
+            return None
+        return bool(answer.status and answer.status.allowed)
+
     # ------------------------------------------------------------------------------------ core reads
     def server_version(self) -> str:
         """The API server's version (``git_version``, e.g. ``v1.36.3``)."""
