@@ -69,19 +69,16 @@ def test_every_worker_record_carries_the_expected_revision(target, expect, worke
     pool = target.pool
     desired = pool.desired_revision()
     owner = f"the owner ({target.spec.kubernetes.nodeset})" if target.spec.kubernetes else "the owner"
-    if desired is None:
-        problems = [f"{owner}: " + missing_addition(f"annotation {ANNOTATION_REVISION}", ANNOTATION_REVISION)]
-    else:
-        problems = [] if desired == revision else [f"{owner} desires {desired}, computed {revision}"]
     infos = {w.name: w for w in pool.workers()}
     requirement(len(workers) == expect.replicas, f"{expect.replicas} workers in the cohort (declared)", str(workers))
     unrecorded = [n for n in workers if infos.get(n) is not None and infos[n].revision is None]
-    nowhere = bool(unrecorded) and len(unrecorded) == len(workers)  # named once below, not once per worker
-    if nowhere:
-        problems.append(
-            f"every worker ({len(workers)}): "
-            + missing_addition(f"annotation {ANNOTATION_REVISION}", ANNOTATION_REVISION)
-        )
+    nowhere = bool(unrecorded) and len(unrecorded) == len(workers)  # named once, not once per worker
+    absent = missing_addition(f"annotation {ANNOTATION_REVISION}", ANNOTATION_REVISION)
+    if desired is None:
+        problems = [(f"{owner} and every worker ({len(workers)}): " if nowhere else f"{owner}: ") + absent]
+    else:
+        problems = [] if desired == revision else [f"{owner} desires {desired}, computed {revision}"]
+        problems += [f"every worker ({len(workers)}): {absent}"] if nowhere else []
     every = EveryWorker(
         f"every worker record carries the expected revision and environment, on each of the {len(workers)} workers"
     )
