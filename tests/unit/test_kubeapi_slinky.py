@@ -96,9 +96,25 @@ def cluster(api):
     try:
         yield conf, api_client, ns, nodes
     finally:
-        core.delete_namespace(ns)
+        remove_namespace(api_client, ns)
         for name in nodes:
             core.delete_node(name)
+
+
+def remove_namespace(api_client, ns: str) -> None:
+    """Delete what the test made in ``ns``, then ``ns``: pods at once (no kubelet confirms a graceful end), the
+    NodeSets, and the namespace finalized (no namespace controller may run beside this API server)."""
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    for pod in core.list_namespaced_pod(ns).items:
+        core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+    for nodeset in custom.list_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets")["items"]:
+        name = nodeset["metadata"]["name"]
+        custom.delete_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets", name)
+    core.delete_namespace(ns)
+    if core.list_namespace(field_selector=f"metadata.name={ns}").items:
+        core.replace_namespace_finalize(ns, {"metadata": {"name": ns}, "spec": {"finalizers": []}})
 
 
 def chart_nodeset(values: dict[str, Any], ns: str) -> dict[str, Any]:
@@ -311,3 +327,69 @@ def test_the_doctor_shows_the_nodeset_pods_runtime_class_and_access(cluster):
     assert "may create pods/exec: allowed" in shown
     gone = ask_kubernetes(target_of(cluster, "no-such-nodeset"), [])
     assert gone.blocking == [f"NodeSet no-such-nodeset does not exist in namespace {cluster[2]}"]
+
+
+@pytest.fixture
+def reader(cluster, tmp_path):
+    """A kubeconfig of a ServiceAccount of the test's namespace that may read pods, NodeSets, nodes and
+    RuntimeClasses but not ``create pods/exec`` (RBAC), its token requested through ``serviceaccounts/token``; the
+    cluster-scoped role and binding are removed afterwards."""
+    from kubernetes import client
+
+    conf, api_client, ns, _ = cluster
+    core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "reader"}})
+    read = ["get", "list", "watch"]
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": read}]
+    rules += [{"apiGroups": ["slinky.slurm.net"], "resources": ["nodesets"], "verbs": read}]
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "reader"}, "rules": rules})
+    subject = [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    rbac.create_namespaced_role_binding(ns, {"metadata": {"name": "reader"}, "subjects": subject, "roleRef": role_ref})
+    cluster_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": read}]
+    cluster_rules += [{"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": read}]
+    name = f"{ns}-reader"
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": cluster_rules})
+    ref = {**role_ref, "kind": "ClusterRole", "name": name}
+    rbac.create_cluster_role_binding({"metadata": {"name": name}, "subjects": subject, "roleRef": ref})
+    try:
+        token = core.create_namespaced_service_account_token("reader", ns, {"spec": {"expirationSeconds": 900}})
+        doc = yaml.safe_load(conf.read_text())
+        current = next(c for c in doc["contexts"] if c["name"] == doc["current-context"])["context"]["cluster"]
+        server = next(c for c in doc["clusters"] if c["name"] == current)
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [server],
+            "users": [{"name": "reader", "user": {"token": token.status.token}}],
+            "contexts": [{"name": "reader", "context": {"cluster": current, "user": "reader"}}],
+            "current-context": "reader",
+        }
+        path = tmp_path / "reader.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        yield path, f"system:serviceaccount:{ns}:reader"
+    finally:
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)
+        rbac.delete_namespaced_role_binding("reader", ns)
+        rbac.delete_namespaced_role("reader", ns)
+        core.delete_namespaced_service_account("reader", ns)
+
+
+def test_a_forbidden_exec_is_not_run_naming_verb_resource_and_user_unless_declared(cluster, reader):
+    from pytest_slurmflox.harness.kubedoctor import ask_kubernetes
+
+    path, user = reader
+    nodeset = deploy(cluster, plain_values())
+    name = nodeset["metadata"]["name"]
+    import pytest_slurmflox.suites.test_t01_flox_shim as t1
+
+    target = target_of(cluster, name, kubeconfig=path)
+    outcome, text = verdict(t1.test_slurmd_process_runs_inside_the_pinned_environment, target, target.spec.expect)
+    said = f'forbidden: user "{user}" may not create pods/exec on pod {name}-0 in namespace {cluster[2]} (RBAC)'
+    assert outcome == "NOT RUN" and said in text, text
+    declared = target_of(cluster, name, kubeconfig=path, pod_exec=True)
+    outcome, text = verdict(t1.test_slurmd_process_runs_inside_the_pinned_environment, declared, declared.spec.expect)
+    assert outcome == "FAIL" and said in text, text
+    shown = "\n".join(ask_kubernetes(target, []).lines)
+    assert "may create pods/exec: DENIED" in shown and "may patch nodes: DENIED" in shown, shown
