@@ -19,7 +19,7 @@ from pytest_slurmflox.judges.kubechecks import missing_addition
 from pytest_slurmflox.model.declared import REPLICAS, REVISION, REVISION_INPUTS
 from pytest_slurmflox.model.labels import ANNOTATION_ENVIRONMENT, ANNOTATION_REVISION
 
-from ._capability import EveryWorker, declared, requirement
+from ._capability import EveryWorker, declared, declared_nodeset, requirement
 from ._profile import profiles_once
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T11]
@@ -66,6 +66,8 @@ def test_every_worker_record_carries_the_expected_revision(target, expect, worke
     where it comes from, never as a wrong value."""
     require(target, "worker-pool")
     declared(target, *REVISION_INPUTS, REPLICAS)
+    if target.spec.kubernetes is not None:
+        declared_nodeset(target)  # a NodeSet that is not there is named as such, not as a missing annotation
     pool = target.pool
     desired = pool.desired_revision()
     owner = f"the owner ({target.spec.kubernetes.nodeset})" if target.spec.kubernetes else "the owner"
