@@ -23,6 +23,7 @@ FORBIDDEN, NO_KUBELET, NOT_RUNNING, REFUSED = "forbidden", "no-kubelet", "not-ru
 #: The user the API server names in a 403 Status message (apiserver ``pkg/endpoints/handlers/responsewriters/
 #: errors.go`` ``ForbiddenStatusError``: ``User "<name>" cannot <verb> resource "<resource>" ...``).
 _USER = re.compile(r'User "([^"]+)"')
+_ASKED = re.compile(r'cannot ([a-z]+) resource "([a-z/]+)"')
 _HANDSHAKE = re.compile(r"Handshake status (\d{3})")
 
 
@@ -79,8 +80,11 @@ def refusal(
     obj = f"pod {pod_name} in namespace {namespace}"
     what = f"{verb} {resource} on {obj}"
     if code == 403 or (status or {}).get("reason") == "Forbidden":
-        m = _USER.search(str((status or {}).get("message", "")))
+        message = str((status or {}).get("message", ""))
+        m = _USER.search(message)
         who = f'user "{m.group(1)}"' if m else "the run's user"
+        if asked := _ASKED.search(message):  # the verb and resource the server authorized (a websocket GET: get)
+            what = f"{asked.group(1)} {asked.group(2)} on {obj}"
         return ExecRefused(FORBIDDEN, f"forbidden: {who} may not {what} (RBAC)")
     phase = ((pod or {}).get("status") or {}).get("phase")
     node = ((pod or {}).get("spec") or {}).get("nodeName")

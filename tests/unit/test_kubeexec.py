@@ -118,5 +118,9 @@ def test_a_pod_that_is_not_running_is_named_with_its_phase():
     assert got.kind == NOT_RUNNING and got.reason.endswith("the pod is Pending, not scheduled on a node")
     gone = refusal(404, None, None, pod_name="compute-0", namespace="slurm")
     assert gone.kind == NOT_RUNNING and gone.reason.endswith("the pod does not exist")
-    debug = refusal(403, FORBIDDEN_BODY, None, pod_name="dbg", namespace="slurm", resource="pods")
+    create = {
+        **FORBIDDEN_BODY,
+        "message": f'pods is forbidden: User "{USER}" cannot create resource "pods" in API group ""',
+    }
+    debug = refusal(403, create, None, pod_name="dbg", namespace="slurm", resource="pods")
     assert debug.reason.startswith(f'forbidden: user "{USER}" may not create pods on pod dbg')
