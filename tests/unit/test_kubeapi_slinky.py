@@ -58,32 +58,36 @@ def established(ext, name: str) -> bool | None:
 
 @pytest.fixture(scope="module")
 def api():
-    """The real API server: a client of the test's own kubeconfig, the CRDs and RuntimeClass ``flox`` present."""
+    """The real API server: a client of the test's own kubeconfig, the CRDs and RuntimeClass ``flox`` present;
+    what this module created of them (cluster-scoped) is deleted again at its end."""
     conf = os.environ.get(KUBECONFIG_ENV)
     if not conf:
         pytest.skip(f"no Kubernetes API server: set {KUBECONFIG_ENV} to run the kubeapi tests")
     from kubernetes import client, config
 
     api_client = config.new_client_from_config(config_file=conf)
-    ext = client.ApiextensionsV1Api(api_client)
-    for path in sorted(CRDS.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if not ext.list_custom_resource_definition(field_selector=f"metadata.name={doc['metadata']['name']}").items:
-            ext.create_custom_resource_definition(doc)
-        poll(
-            lambda name=doc["metadata"]["name"]: established(ext, name), what=f"CRD {path.name} established", timeout=60
-        )
-    node_api = client.NodeV1Api(api_client)
-    if not node_api.list_runtime_class(field_selector="metadata.name=flox").items:
-        # floxdocs docs/k8s/install/self-managed.md "Kubernetes configuration"
-        node_api.create_runtime_class(
-            {
-                "metadata": {"name": "flox"},
-                "handler": "flox",
-                "scheduling": {"nodeSelector": {"flox.dev/enabled": "true"}},
-            }
-        )
-    return Path(conf), api_client
+    ext, node_api = client.ApiextensionsV1Api(api_client), client.NodeV1Api(api_client)
+    made: list[str] = []
+    try:
+        for path in sorted(CRDS.glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            name = doc["metadata"]["name"]
+            if not ext.list_custom_resource_definition(field_selector=f"metadata.name={name}").items:
+                ext.create_custom_resource_definition(doc)
+                made.append(name)
+            poll(lambda name=name: established(ext, name), what=f"CRD {name} established", timeout=60)
+        if not node_api.list_runtime_class(field_selector="metadata.name=flox").items:
+            # floxdocs docs/k8s/install/self-managed.md "Kubernetes configuration"
+            selector = {"nodeSelector": {"flox.dev/enabled": "true"}}
+            node_api.create_runtime_class({"metadata": {"name": "flox"}, "handler": "flox", "scheduling": selector})
+            made.append("runtimeclass/flox")
+        yield Path(conf), api_client
+    finally:
+        for name in made:
+            if name == "runtimeclass/flox":
+                node_api.delete_runtime_class("flox")
+            else:
+                ext.delete_custom_resource_definition(name)
 
 
 @pytest.fixture
@@ -176,9 +180,7 @@ def operator_pod(nodeset: dict[str, Any], ordinal: int) -> tuple[dict[str, Any],
         "tolerations": [WORKER_TOLERATION, *(podspec.get("tolerations") or [])],
     }
     podspec.pop("nodeName", None)
-    return {
-        "metadata": {"name": pod_name, "labels": labels, "annotations": annotations, "ownerReferences": [owner]}
-    }, podspec
+    return {"name": pod_name, "labels": labels, "annotations": annotations, "ownerReferences": [owner]}, podspec
 
 
 def deploy(cluster, values: dict[str, Any], *, change=None) -> dict[str, Any]:
@@ -200,7 +202,8 @@ def deploy(cluster, values: dict[str, Any], *, change=None) -> dict[str, Any]:
         core.create_namespaced_binding(ns, binding, _preload_content=False)
         ready = [{"type": "Ready", "status": "True"}]
         core.patch_namespaced_pod_status(meta["name"], ns, {"status": {"phase": "Running", "conditions": ready}})
-    status = {"status": {"desired": 2, "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2, "selector": ""}}
+    status = {"desired": 2, "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}
+    status = {"status": {**status, "selector": "app.kubernetes.io/name=slurmd", "nodeSetHash": "kubeapi"}}
     name = nodeset["metadata"]["name"]
     custom.patch_namespaced_custom_object_status("slinky.slurm.net", "v1beta1", ns, "nodesets", name, status)
     return nodeset
