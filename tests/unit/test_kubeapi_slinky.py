@@ -410,3 +410,20 @@ def test_a_forbidden_exec_is_not_run_naming_verb_resource_and_user_unless_declar
     assert outcome == "FAIL" and said.search(text), text
     shown = "\n".join(ask_kubernetes(target, []).lines)
     assert "may create pods/exec: DENIED" in shown and "may patch nodes: DENIED" in shown, shown
+
+
+def test_an_exec_whose_kubelet_cannot_be_reached_is_not_run_naming_the_node(cluster):
+    """Nodes with an address: the API server opens the exec and fails dialing the kubelet (the T1 finding, where the
+    client's ``WSClient.returncode`` raised ``ValueError`` on the error channel's text). One reason of ours."""
+    import pytest_slurmflox.suites.test_t01_flox_shim as t1
+    from kubernetes import client
+
+    _, api_client, _, nodes = cluster
+    for node in nodes:  # a kubelet's address as a node reports it (TEST-NET-1: never routed, never dialled here)
+        status = {"addresses": [{"type": "InternalIP", "address": "192.0.2.10"}]}
+        status |= {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}
+        client.CoreV1Api(api_client).patch_node_status(node, {"status": status})
+    target = target_of(cluster, deploy(cluster, plain_values())["metadata"]["name"])
+    outcome, text = verdict(t1.test_slurmd_process_runs_inside_the_pinned_environment, target, target.spec.expect)
+    assert outcome == "NOT RUN" and f"the API server reached no kubelet on node {nodes[0]}" in text, text
+    assert "error sending request" not in text and "invalid literal" not in text and "dial" not in text
