@@ -41,7 +41,8 @@ ACCESS = (
     Access("create", "pods", subresource="exec", needed_by="T1 (slurmd's FLOX_ENV), T1's node debug pod"),
     Access("create", "pods", needed_by="T1's node debug pod (kubernetes.node_debug_image)"),
     Access("update", "nodesets", "slinky.slurm.net", "scale", needed_by="lifecycle groups T11R/T11U/T11C/T11F"),
-    Access("get", "nodes", needed_by="T10 placement, lifecycle groups"),
+    Access("list", "nodes", needed_by="T10 placement"),
+    Access("get", "nodes", needed_by="lifecycle groups"),
     Access("patch", "nodes", needed_by="lifecycle groups (cordon, repair)"),
 )
 

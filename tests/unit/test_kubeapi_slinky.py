@@ -427,3 +427,30 @@ def test_an_exec_whose_kubelet_cannot_be_reached_is_not_run_naming_the_node(clus
     outcome, text = verdict(t1.test_slurmd_process_runs_inside_the_pinned_environment, target, target.spec.expect)
     assert outcome == "NOT RUN" and f"the API server reached no kubelet on node {nodes[0]}" in text, text
     assert "error sending request" not in text and "invalid literal" not in text and "dial" not in text
+
+
+def test_the_doctor_run_names_a_missing_nodeset_and_exits_1(cluster, tmp_path):
+    """``--slurmflox-check-target`` as a user runs it (a pytest process), its login on a closed loopback port: the
+    Kubernetes lines are printed from the API and a declared NodeSet that is not there blocks, named."""
+    import socket
+    import subprocess
+    import sys
+
+    conf, _, ns, _ = cluster
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    doc = {
+        "version": 1,
+        "name": "kubeapi",
+        "login": {"host": "127.0.0.1", "port": port, "user": "u", "key": "/dev/null"},
+    }
+    doc["kubernetes"] = {"kubeconfig": str(conf), "namespace": ns, "nodeset": "no-such-nodeset"}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
+    argv = [sys.executable, "-m", "pytest", f"--slurmflox-check-target={tmp_path / 't.yaml'}", "-p", "no:cacheprovider"]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    lines = (out.stdout + out.stderr).splitlines()
+    assert out.returncode == 1, lines
+    assert any("server v" in line for line in lines), lines
+    assert any(f"NodeSet no-such-nodeset: MISSING in namespace {ns}" in line for line in lines), lines
+    assert f"NodeSet no-such-nodeset does not exist in namespace {ns}" in lines[-1], lines[-1]
