@@ -24,6 +24,11 @@ FORBIDDEN, NO_KUBELET, NOT_RUNNING, REFUSED = "forbidden", "no-kubelet", "not-ru
 #: errors.go`` ``ForbiddenStatusError``: ``User "<name>" cannot <verb> resource "<resource>" ...``).
 _USER = re.compile(r'User "([^"]+)"')
 _ASKED = re.compile(r'cannot ([a-z]+) resource "([a-z/]+)"')
+#: How the API server says it could not reach a kubelet (apiserver ``pkg/registry/core/pod/strategy.go`` node
+#: connection info, the upgrade proxy's dial): only these make a failure without HTTP status a missing kubelet.
+_KUBELET = re.compile(
+    r"error sending request|error dialing backend|no preferred addresses|dial (tcp|unix)|connection refused"
+)
 _HANDSHAKE = re.compile(r"Handshake status (\d{3})")
 
 
@@ -95,6 +100,10 @@ def refusal(
     if pod is not None and (phase != "Running" or not node):
         where = f"on node {node}" if node else "not scheduled on a node"
         return ExecRefused(NOT_RUNNING, f"cannot {what}: the pod is {phase or 'without a phase'}, {where}")
+    message = str((status or {}).get("message", ""))
+    if code == 0 and status and not _KUBELET.search(message):  # it reached the node: the container refused it
+        why = status.get("reason") or "no reason given"
+        return ExecRefused(REFUSED, f"cannot {what}: the exec ended before the command ran ({why})")
     if code >= 500 or code == 0:
         at = f"node {node}" if node else "the pod's node"
         return ExecRefused(NO_KUBELET, f"cannot {what}: the API server reached no kubelet on {at} (HTTP {code or '-'})")

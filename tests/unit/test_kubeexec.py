@@ -17,7 +17,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from pytest_slurmflox.base.kubeexec import FORBIDDEN, NO_KUBELET, NOT_RUNNING, ExecRefused, failed_status, refusal
+from pytest_slurmflox.base.kubeexec import (
+    FORBIDDEN,
+    NO_KUBELET,
+    NOT_RUNNING,
+    REFUSED,
+    ExecRefused,
+    failed_status,
+    refusal,
+)
 from pytest_slurmflox.cluster.kube import KubeClient
 
 USER = "system:serviceaccount:ci:slurmflox"
@@ -109,6 +117,9 @@ def test_an_error_channel_failure_without_an_exit_code_is_no_kubelet():
         '{"metadata":{},"status":"Failure","reason":"NonZeroExitCode",'
         '"details":{"causes":[{"reason":"ExitCode","message":"3"}]}}'
     )
+    missing = '{"metadata":{},"status":"Failure","message":"exec: \\"bash\\": not found","reason":"InternalError"}'
+    other = refusal(0, failed_status(missing), POD, pod_name="compute-0", namespace="slurm")
+    assert other.kind == REFUSED and other.reason.endswith("the exec ended before the command ran (InternalError)")
     assert failed_status(exit3) is None and failed_status('{"status":"Success"}') is None and failed_status("") is None
 
 
