@@ -46,6 +46,7 @@ from .harness.selection import (
 from .harness.session import SlurmfloxSession
 from .harness.sitedeps import SiteDependencies
 from .harness.verbs import requested_verbs, run_verbs
+from .harness.waitnotes import WaitNotes
 from .model.groups import MARKERS
 from .model.runrecord import start_of
 from .reporting.report import SignoffRequest, register_report_writer
@@ -120,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     config.pluginmanager.register(sitefixtures, "slurmflox-site-fixtures")
     config.pluginmanager.register(SiteDependencies(state), "slurmflox-site-dependencies")
+    config.pluginmanager.register(WaitNotes(config, state), "slurmflox-wait-notes")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
         return
     request = SignoffRequest(
