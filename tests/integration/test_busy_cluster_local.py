@@ -4,7 +4,8 @@ controller node: ``sbatch --exclusive -w worker1``) holds worker1 while T3 and T
 - Held for 10 minutes, with ``slurm.busy_timeout: 30`` in the target file: nothing FAILs; every check is NOT RUN
   naming worker1 and the job that holds it (id, user, expected end), idle worker2 is not named, and the sign-off is
   NOT SIGNED OFF for that reason, well before the job would end.
-- Held for 40 s with the default budget: the run waits for worker1 and every check it ran PASSes.
+- Held for 60 s with the default budget: a ``-q -n 2`` run waits for worker1, says so on its terminal naming
+  worker1 and the job while the job still runs, and every check it ran PASSes.
 
 A worker that is really broken still FAILs fast whoever else runs jobs: the drained worker
 (test_acceptance_local.py ``test_drained_worker_fails_the_preflight_fast_and_blocks_the_run``) and the stopped
@@ -94,16 +95,27 @@ def test_a_worker_held_past_the_budget_is_not_run_naming_the_worker_and_the_job(
     assert run.rc != 0 and took < 300, (run.rc, took)
 
 
-def test_a_worker_held_for_40s_is_waited_for_and_every_check_passes(deployment):
+def test_a_worker_held_for_60s_is_waited_for_saying_so_and_every_check_passes(deployment):
+    """A ``-q -n 2`` run waits for worker1, and while the holding job still runs, a line on the run's terminal names
+    worker1 and the job (an xdist worker's wait, said by the controller)."""
     home, workdir, common, _ = deployment
-    with held(workdir, 40) as job:
+    said: list[tuple[str, str]] = []  # (the line, the holding job's state when it was said)
+
+    def watch(line: str) -> None:
+        if not said and "waiting" in line and "worker1" in line and f"job {job} " in line:
+            state = node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true").strip()
+            said.append((line.strip(), state))
+
+    with held(workdir, 60) as job:
         began = time.monotonic()
-        run = run_pytest(home, *GROUPS, *common, timeout=900)
+        run = run_pytest(home, "-q", "-n", "2", *GROUPS, *common, timeout=900, on_line=watch)
         took = time.monotonic() - began
         still = node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true").strip()
-    print(f"held for 40 s: exit {run.rc} in {took:.1f} s")
+    print(f"held for 60 s: exit {run.rc} in {took:.1f} s; said {said}")
     print(run.output[-3000:])
     assert still != "RUNNING", f"the holding job {job} is still {still}: the run did not wait for it"
+    assert said and said[0][1] == "RUNNING", (said, run.output[-3000:])  # said before the hold ended
+    assert "(state allocated)" in said[0][0] and re.search(r"\d\d:\d\d:\d\dZ gw\d: waiting", said[0][0]), said
     assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("skipped") == [], run.output
     assert run.in_module("test_t05_interactive") and run.in_module("test_t03_task_profile"), run.output[-3000:]
     assert run.rc == 0, run.output[-3000:]
