@@ -26,6 +26,7 @@ from .harness.options import (
     EarlyOptions,
     add_options,
     checked_busy_timeout,
+    checked_signer,
     checked_up,
     checked_workloads,
     get_option,
@@ -66,6 +67,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         from .harness.doctor import doctor
 
         return doctor(Path(checked))
+    verified = get_option(config, "slurmflox_verify")
+    if verified:
+        from .reporting.signing import verify_command
+
+        return verify_command(Path(verified), get_option(config, "slurmflox_allowed_signers"))
     starter = get_option(config, "slurmflox_init_target")
     if starter:
         from .harness.starter import init_target
@@ -127,6 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     request = SignoffRequest(
         requested=bool(get_option(config, "slurmflox_signoff")),
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
+        signer=checked_signer(config),
     )
     writer = register_report_writer(config, state, get_option(config, "slurmflox_reports"), request)
     register_history(config, writer)
