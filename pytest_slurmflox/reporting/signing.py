@@ -150,6 +150,8 @@ def verify_run(root: Path, allowed: Path) -> tuple[bool, list[str]]:
     except ValueError as exc:
         return False, [str(exc)]
     problems = differences(manifest, root)
+    if manifest.signer.get("fingerprint") != key:  # the report and manifest state a signer: it must be this key
+        problems.insert(0, f"{MANIFEST} names signer {manifest.signer.get('fingerprint')}, but {key} signed it")
     target = manifest.target
     said = [
         f"signed by {principal} (key {key}) at {manifest.signed_at}: {manifest.verdict}",

@@ -200,3 +200,21 @@ def test_a_run_signed_through_the_plugin_says_so_in_its_report_and_verifies(tmp_
         check=False,
     )
     assert bad.returncode == 4 and "no such key file (nothing was run)" in bad.stderr, bad.stdout + bad.stderr
+
+
+def test_a_manifest_re_signed_by_another_trusted_key_fails_naming_both(signed):
+    """The report states who signs (before it is hashed); another key that re-signs the same manifest is trusted,
+    but it is not the signer the report and the manifest name."""
+    erin = keygen(signed["tmp"] / "erin")
+    (signed["root"] / SIGNATURE).unlink()
+    made = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(erin), "-n", NAMESPACE, str(signed["root"] / MANIFEST)],
+        capture_output=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    with signed["allowed"].open("a") as handle:
+        handle.write(f"erin@site-a {(signed['tmp'] / 'erin.pub').read_text()}")
+    ok, lines = verify_run(signed["root"], signed["allowed"])
+    erin_key = _fingerprint(signed["tmp"] / "erin.pub")
+    assert not ok and f"FAILED: {MANIFEST} names signer {signed['fingerprint']}, but {erin_key} signed it" in lines
