@@ -317,7 +317,9 @@ class SlurmClient:
         pending = set(job_ids)
         if what is None:
             goal = "to end" if until == TERMINAL_STATES else f"to be {' or '.join(sorted(until)[:3])}"
-            what = f"job{'s' if len(pending) > 1 else ''} {', '.join(sorted(pending))} {goal}"
+            named = sorted(pending)
+            shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+            what = f"job{'s' if len(named) > 1 else ''} {shown} {goal}"
         seen: dict[str, JobState] = {}
 
         def missing() -> str | None:
