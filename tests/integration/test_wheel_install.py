@@ -28,7 +28,7 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    from test_wheel_contents import build_dist, built_wheel
+    from release import build_dist, built_wheel
 
     base = tmp_path_factory.mktemp("wheel-install")
     wheel = built_wheel(build_dist(base))  # dist/pytest_slurmflox-<version>-py3-none-any.whl, as a release has it
@@ -60,7 +60,7 @@ def test_installed_package_is_the_wheel_not_the_checkout(venv, tmp_path):
     )
     location = Path(proc.stdout.strip())
     assert venv in location.parents and REPO not in location.parents
-    from test_wheel_contents import project_version
+    from release import project_version
 
     # pip's record of where it came from (PEP 610): the wheel file in dist/, at the version pyproject.toml writes
     show = (
@@ -108,7 +108,7 @@ def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, 
         site = _site_example_healthy_and_broken(venv, cwd, target, cluster["workdir"])
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # ran to the end (1: some check failed)
     assert f"slurmflox: target {target}" in proc.stdout
-    from test_wheel_contents import project_version
+    from release import project_version
 
     # the plugin came in through the wheel's pytest11 entry point, at the version pyproject.toml writes
     assert f"slurmflox-{project_version()}" in proc.stdout
