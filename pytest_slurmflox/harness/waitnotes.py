@@ -138,6 +138,7 @@ class WaitNotes:
         if self.handler is not None:
             logger = logging.getLogger(WAIT_LOGGER)
             logger.removeHandler(self.handler)
-            logger.setLevel(logging.NOTSET)
+            if not logger.handlers:  # a session around this one (pytester in-process) keeps hearing its waits
+                logger.setLevel(logging.NOTSET)
             self.handler = None
         return (yield)
