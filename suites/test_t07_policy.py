@@ -11,7 +11,9 @@ or the job was claimed).
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
 When a timed-out job may end is Slurm's rule (pytest_slurmflox/judges/timelimit.py) applied to the OverTimeLimit the
-cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint).
+cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint); that
+overtime is itself held to what the target declares (``expect.limits.over_time_limit``, Slurm's default 0 where it
+is silent): a configured leniency is not a promise, so a larger overtime, or ``UNLIMITED``, FAILs naming both.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pytest_slurmflox.judges.timelimit import Enforcement, enforcement
 from pytest_slurmflox.reporting.sessionstate import session_state
 from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
-from ._capability import requirement
+from ._capability import judged, requirement
 from ._marks import Mark
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
@@ -249,15 +251,24 @@ def _elapsed(jobs: Jobs, job: str) -> tuple[float, float]:
 
 
 @pytest.mark.long_wait(early=TIME_LIMITED)
-def test_time_limit_is_enforced(request, time_limited_job):
+def test_time_limit_is_enforced(request, time_limited_job, target):
     """Slurm ends the job with TIMEOUT, and when its rule says (pytest_slurmflox/judges/timelimit.py): after the limit
     plus the OverTimeLimit the cluster configures, within one enforcement period (and a loaded controller's lag)."""
     jobs, job = time_limited_job
     rule = _enforcement(jobs)
-    if rule.over_time is None or LIMIT_MINUTES + rule.over_time >= JOB_MINUTES:
+    loosened = rule.loosened(target.spec.limits)
+    judged(request, f"configured: {rule.shown}", f"declared: {target.spec.limits.shown('over_time_limit')}")
+    requirement(
+        loosened is None,
+        "a job past its time limit is ended no later than the target promises (expect.limits.over_time_limit; "
+        "Slurm's default 0 where it declares none)",
+        loosened or "",
+    )
+    assert rule.over_time is not None
+    if LIMIT_MINUTES + rule.over_time >= JOB_MINUTES:
         pytest.skip(
-            f"{NOT_RUN_PREFIX}this cluster ends a job past its limit only after {rule.shown}: longer than "
-            f"the check's {JOB_MINUTES}-minute job runs"
+            f"{NOT_RUN_PREFIX}this cluster ends a job past its limit only after {rule.shown} (declared: "
+            f"{target.spec.limits.shown('over_time_limit')}): longer than the check's {JOB_MINUTES}-minute job runs"
         )
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.
     jobs.wait(job, timeout=queue_timeout(), until=frozenset({"RUNNING"}) | TERMINAL_STATES)
@@ -270,6 +281,6 @@ def test_time_limit_is_enforced(request, time_limited_job):
     requirement(
         problem is None,
         f"Slurm ends a job at its {LIMIT_MINUTES}-minute limit plus the configured overtime, within one "
-        f"enforcement period ({rule.shown})",
+        f"enforcement period ({rule.shown}; {target.spec.limits.shown('over_time_limit')})",
         problem or "",
     )
