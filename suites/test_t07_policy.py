@@ -22,7 +22,8 @@ import pytest
 
 from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
-from pytest_slurmflox.cluster.slurm import TERMINAL_STATES, parse_kv_line
+from pytest_slurmflox.cluster.jobrecord import span
+from pytest_slurmflox.cluster.slurm import TERMINAL_STATES
 from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.harness.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.judges.authkeys import parse_show_config
@@ -183,11 +184,11 @@ def test_singleton_serializes_jobs_of_one_name(request, submit):
     first, second = (c.job for c in _claimed(request, submit, *SINGLETON))
     submit.wait(first, second, timeout=job_timeout(3 + 1, stages=2))  # one after the other
     _ended(request, submit, first, second)
-    a, b = submit.slurm.job_info(first), submit.slurm.job_info(second)
+    a, b = span(submit.login, first), span(submit.login, second)  # slurmctld's times, else accounting's
     requirement(
-        b["StartTime"] >= a["EndTime"],
+        a is not None and b is not None and b[0] >= a[1],
         "the second singleton job started after the first ended",
-        f"first {a['StartTime']}..{a['EndTime']}, second {b['StartTime']}..{b['EndTime']}",
+        f"first (start, end) {a}, second {b} (epoch seconds)",
     )
 
 
@@ -244,10 +245,12 @@ def _enforcement(jobs: Jobs) -> Enforcement:
 
 
 def _elapsed(jobs: Jobs, job: str) -> tuple[float, float]:
-    """(StartTime, EndTime) as slurmctld recorded them, epoch seconds."""
-    res = jobs.login.run("scontrol -o show job", job, env={"SLURM_TIME_FORMAT": "%s"}).check()
-    info = parse_kv_line(res.stdout.splitlines()[0])
-    return float(info["StartTime"]), float(info["EndTime"])
+    """(StartTime, EndTime) as slurmctld recorded them, epoch seconds (its accounting record once it forgot the
+    job: cluster/jobrecord.py)."""
+    times = span(jobs.login, job)
+    requirement(times is not None, f"Slurm recorded when job {job} started and ended", "")
+    assert times is not None
+    return times
 
 
 @pytest.mark.long_wait(early=TIME_LIMITED)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..base.run import Result, Runner, quoted
 from ..base.waits import WaitTimedOut, job_timeout, poll_missing
+from .jobrecord import accounted
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -305,13 +306,17 @@ class SlurmClient:
     def wait(
         self, job_ids: Iterable[str], *, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
     ) -> dict[str, JobState]:
-        """Poll all jobs together until each is in ``until`` (default: finished). Raises :class:`SlurmError` on
-        timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""
+        """Poll all jobs together until each is in ``until`` (default: finished). A job slurmctld no longer knows
+        (purged ``MinJobAge`` after it ended) is judged by its accounting record (jobrecord.py), never as unknown.
+        Raises :class:`SlurmError` on timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a
+        reason in :data:`NEVER_RUNS`."""
         pending = set(job_ids)
         seen: dict[str, JobState] = {}
 
         def missing() -> str | None:
             states = self.jobs(pending)
+            gone = [j for j in pending if j not in states]  # ended and purged (MinJobAge): accounting still knows
+            states.update({j: JobState(*known) for j, known in accounted(self.user, gone).items()})
             for job_id in list(pending):
                 state = states.get(job_id)
                 if state is not None:

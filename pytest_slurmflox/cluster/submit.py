@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.run import Result, Runner, command_line, quoted
 from ..base.waits import job_timeout
 from ..model.siteaccess import SiteAccess
+from .jobrecord import accounted
 from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 
@@ -153,6 +154,11 @@ class Jobs:
         self, *job_ids: str, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
     ) -> dict[str, JobState]:
         return self.slurm.wait(job_ids, timeout=timeout, until=until)
+
+    def known(self, job_id: str) -> bool:
+        """Whether Slurm still says anything of a job: slurmctld (squeue), or accounting once slurmctld purged it
+        (``MinJobAge`` after it ended: jobrecord.py)."""
+        return bool(self.slurm.jobs([job_id]) or accounted(self.login, [job_id]))
 
     def output(self, job_id: str) -> str:
         return self.login.run("cat " + self.outdir + quoted("/%s.out", job_id)).check().stdout
