@@ -58,7 +58,7 @@ class Jobs:
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
     #: on the login node, not three.
     resolved_outdir: str = field(default="", repr=False)
-    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
+    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; harness/busywait.py), None
     #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.
     busy_timeout: float | None = None
     #: This start of the run's records (runrecord.py): where the run's one busy budget is kept; None never waits.
