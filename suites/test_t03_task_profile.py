@@ -145,7 +145,8 @@ def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, worke
     in_force = ", ".join(f"{node}: {prolog or 'none'}" for node, prolog in sorted(named.items()))
     requirement(
         not problems,
-        f"the TaskProlog in force ({in_force}) refuses every invalid profile on each of the {len(workers)} "
-        f"workers ({', '.join(_failclosed.CASES.values())}): " + "; ".join(problems),
+        f"the TaskProlog in force refuses every invalid profile on each of the {len(workers)} workers "
+        f"({', '.join(_failclosed.CASES.values())}): " + "; ".join(problems),
+        f"the TaskProlog in force: {in_force}",
         step.result,
     )

@@ -4,7 +4,8 @@ controller node: ``sbatch --exclusive -w worker1``) holds worker1 while T3 and T
 - Held for 10 minutes, with ``slurm.busy_timeout: 30`` in the target file: nothing FAILs; every check is NOT RUN
   naming worker1 and the job that holds it (id, user, expected end), idle worker2 is not named, and the sign-off is
   NOT SIGNED OFF for that reason, well before the job would end.
-- Held for 40 s with the default budget: the run waits for worker1 and every check it ran PASSes.
+- Held for 60 s with the default budget: the run waits for worker1 and every check it ran PASSes, a site's own
+  check over ``slurmflox_workers`` among them (its steps wait as the groups' do, harness/busywait.py).
 
 A worker that is really broken still FAILs fast whoever else runs jobs: the drained worker
 (test_acceptance_local.py ``test_drained_worker_fails_the_preflight_fast_and_blocks_the_run``) and the stopped
@@ -29,7 +30,27 @@ from acceptance_helpers import deployed, node_sh, run_pytest
 
 pytestmark = pytest.mark.integration
 
-GROUPS = ("-m", "T3 or T5")
+GROUPS = ("-m", "T3 or T5 or site")  # no site check is given to the run held past the budget
+#: A site's own check over ``slurmflox_workers`` (docs/site-checks.md), run with the groups: it waits for a held
+#: worker as they do (harness/busywait.py: a step queued past its own timeout is no FAIL while others hold a worker).
+SITE_CHECK = """
+import pytest
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.site]
+
+
+def test_site_every_worker_answers(slurmflox_workers):
+    facts = slurmflox_workers.gather({"kernel": lambda host: host.check_output("uname -s")})
+    assert set(facts["kernel"]) == set(slurmflox_workers) and set(facts["kernel"].values()) == {"Linux"}, facts
+"""
+SITE = "test_site_busy::test_site_every_worker_answers"
+
+
+def _site(home: Path) -> str:
+    site = home / "site_checks"
+    site.mkdir(exist_ok=True)
+    (site / "test_site_busy.py").write_text(SITE_CHECK)
+    return str(site)
 
 
 @pytest.fixture(scope="module")
@@ -94,18 +115,20 @@ def test_a_worker_held_past_the_budget_is_not_run_naming_the_worker_and_the_job(
     assert run.rc != 0 and took < 300, (run.rc, took)
 
 
-def test_a_worker_held_for_40s_is_waited_for_and_every_check_passes(deployment):
+def test_a_worker_held_for_60s_is_waited_for_and_every_check_passes(deployment):
+    """The groups and a site check over ``slurmflox_workers`` wait for worker1 and PASS."""
     home, workdir, common, _ = deployment
-    with held(workdir, 40) as job:
+    with held(workdir, 60) as job:
         began = time.monotonic()
-        run = run_pytest(home, *GROUPS, *common, timeout=900)
+        run = run_pytest(home, *GROUPS, *common, _site(home), timeout=900)
         took = time.monotonic() - began
         still = node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true").strip()
-    print(f"held for 40 s: exit {run.rc} in {took:.1f} s")
+    print(f"held for 60 s: exit {run.rc} in {took:.1f} s")
     print(run.output[-3000:])
     assert still != "RUNNING", f"the holding job {job} is still {still}: the run did not wait for it"
     assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("skipped") == [], run.output
     assert run.in_module("test_t05_interactive") and run.in_module("test_t03_task_profile"), run.output[-3000:]
+    assert SITE in run.outcomes("passed"), run.output[-3000:]
     assert run.rc == 0, run.output[-3000:]
 
 
