@@ -7,7 +7,9 @@ for as the cluster's cgroup.conf configures (killed beyond it, or swapped out wi
 allowed: pytest_slurmflox/judges/memlimit.py); and when a job ends or is cancelled none of its processes survive on the
 worker, not even one that left the job's session (``setsid``) or was orphaned by a double fork. That is what a
 slurmd pod's cgroups give on Kubernetes (``proctrack/cgroup``, ``task/cgroup``); a target that declares it cannot
-enforce one of these (``limitations`` in its target file) SKIPs that check naming the limitation.
+enforce one of these (``limitations`` in its target file) SKIPs that check naming the limitation. How much a task
+may hold beyond its ``--mem`` is the target's promise (``expect.limits``, Slurm's defaults where it is silent),
+never the cgroup.conf under test: a configured leniency is not a promise.
 """
 
 from __future__ import annotations
