@@ -10,12 +10,14 @@ Everything else is a :func:`requirement` that FAILs with the evidence that decid
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
 
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.model.evidence import JUDGED
 
 
 def declared_nodeset(target) -> dict:
@@ -62,6 +64,15 @@ def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
     if ok:
         return
     pytest.fail(unmet(requirement, *evidence), pytrace=False)
+
+
+def judged(request, *lines: str) -> None:
+    """Record what the check compares, each expectation beside what the cluster showed (evidence.json ``judged``,
+    whatever the verdict): a PASS shows what it was held to as a FAIL does."""
+    props = request.node.user_properties
+    before = [line for name, value in props if name == JUDGED for line in json.loads(value)]
+    props[:] = [(name, value) for name, value in props if name != JUDGED]
+    props.append((JUDGED, json.dumps([*before, *lines])))
 
 
 def unmet(requirement: str, *evidence: Result | str) -> str:

@@ -21,6 +21,8 @@ CASES: dict[str, str] = {
     "multi": "a profile with a multi-line value",
 }
 REFUSAL = "print slurmflox: task profile invalid: "
+#: The capability a worker without any TaskProlog lacks (reporting/profiles.py: absent only on profile existing).
+CAPABILITY = "task-prolog"
 #: Lines a TaskProlog prints that change a task's environment (Slurm's TaskProlog directives).
 DIRECTIVES = ("export ", "unset ")
 
@@ -51,6 +53,11 @@ for c in {" ".join(CASES)}; do
   echo "case=$c rc=$rc"
   printf '%s\\n' "$out" | while IFS= read -r l; do [ -z "$l" ] || printf 'out=%s %s\\n' "$c" "$l"; done
 done"""
+
+
+def named(lines: list[str]) -> str:
+    """The TaskProlog a worker's probe lines say its slurm.conf names ('' for none)."""
+    return next((line.split("=", 1)[1] for line in lines if line.startswith("taskprolog=")), "")
 
 
 def judge(lines: list[str], task_prolog: str = "") -> str | None:

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 from pytest_slurmflox.base.run import Result, quoted
-
-from ._busy import waiting_for_held
+from pytest_slurmflox.harness.busywait import waiting_for_held
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def per_node(result: Marked) -> dict[str, list[str]]:
 def on_each(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout: float = 180.0) -> Marked:
     """Run ``script`` once on each node in one step; each of its output lines is printed as
     ``<nonce>|<node>|text`` (read them with :func:`per_node` or ``.own``). A node other jobs hold is waited for
-    within ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs)."""
+    within ``jobs.busy_timeout`` (harness/busywait.py: NOT RUN past it, naming the node and its jobs)."""
     mark = Mark.new()
     body = (
         f"set -o pipefail; {{ {script}\n}} 2>&1 | "
@@ -96,7 +95,7 @@ def every_worker_step(
 ) -> Marked:
     """``command`` (shell text whose own lines carry ``mark``) as one step with one task on each node (``-N<n>
     --ntasks-per-node=1 -w <every node>`` and ``args``). A node other jobs hold is waited for within
-    ``jobs.busy_timeout`` (suites/_busy.py: NOT RUN past it, naming the node and its jobs); a step that got its
+    ``jobs.busy_timeout`` (harness/busywait.py: NOT RUN past it, naming the node and its jobs); a step that got its
     nodes is returned as it ran, for its check to judge."""
     names = sorted(nodes)
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_slurmflox.cluster.gates import require
+from pytest_slurmflox.harness.busywait import BusyPastBudget
 
-from ._busy import BusyPastBudget
 from ._capability import declared, unmet
 from ._cohort import cohort, preflight_step
 
@@ -30,7 +30,7 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
 
     Busy is not broken: a worker other users' jobs hold (Slurm lists it ALLOCATED, MIXED or COMPLETING and runs a
     job there that is not this run's) is waited for, the step asked again in ``--immediate`` slices of the run's
-    ``busy_timeout`` (suites/_busy.py); when the budget runs out first, every check is NOT RUN naming the worker and
+    ``busy_timeout`` (harness/busywait.py); when the budget runs out first, every check is NOT RUN naming the worker and
     the jobs that hold it; a worker that stops serving meanwhile FAILs, named by its state. The verdict has three
     states: healthy (the nodes), broken (``failure``: FAIL), busy past the budget (``busy``: NOT RUN).
 
@@ -87,7 +87,7 @@ def _decide_cohort(target, state, busy_timeout: float) -> dict:
 @pytest.fixture
 def cohort_hosts(submit, workers: list[str], slurmflox_state):
     """The cohort as testinfra Hosts (harness/sitehosts.py ``Workers``): facts asked of every worker in one step
-    that waits for a worker other jobs hold (busy is not broken: suites/_busy.py), each worker's system known from
+    that waits for a worker other jobs hold (busy is not broken: harness/busywait.py), each worker's system known from
     the pre-flight."""
     from pytest_slurmflox.harness.sitehosts import STEP_SECONDS, Workers
 

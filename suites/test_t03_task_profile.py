@@ -15,7 +15,9 @@ Where the expectations come from (the profile is the thing under test, never its
   declared ``runtime`` (pytest_slurmflox/model/declaredruntime.py), which also names where the profile is
   (``runtime.profile_dir``) and the TaskProlog slurm.conf must name (``runtime.task_prolog``);
 - fail-closed: the bad profiles are written here (suites/_failclosed.py) and the refusal is the TaskProlog
-  contract's (exit non-zero, ``print slurmflox: task profile invalid: ...``, nothing exported), never the worker's.
+  contract's (exit non-zero, ``print slurmflox: task profile invalid: ...``, nothing exported), never the worker's;
+  which TaskProlog runs is the declared ``runtime.task_prolog``, else the one each worker's slurm.conf names, and
+  whether one must be named is the kind of target's (reporting/profiles.py: required but on profile existing).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 from pytest_slurmflox.judges.expectations import expected_exports, expected_revision
 from pytest_slurmflox.model.declared import EXPORTS, MODE, REVISION_INPUTS
 from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
-from pytest_slurmflox.reporting.profiles import NOT_APPLICABLE_PREFIX
+from pytest_slurmflox.reporting.profiles import profile_of
 
 from . import _failclosed
 from ._capability import EveryWorker, declared, requirement
@@ -123,22 +125,28 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
 
 def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, workers):
     """In one step on every worker, the TaskProlog that worker's slurm.conf has in force (on a target with a
-    declared runtime: ``runtime.task_prolog``, which that slurm.conf must name) is run, read-only, against profiles
-    it must refuse (a missing directory, no revision marker, a multi-line value) in the task's private temporary
-    directory: each refusal is a non-zero exit, the ``print slurmflox: task profile invalid:`` line and no
-    directive. A worker whose TaskProlog would start a task without a valid profile is named."""
+    declared runtime: ``runtime.task_prolog``, which that slurm.conf must name; on a target silent about it: the
+    one slurm.conf names there) is run, read-only, against profiles it must refuse (a missing directory, no
+    revision marker, a multi-line value) in the task's private temporary directory: each refusal is a non-zero
+    exit, the ``print slurmflox: task profile invalid:`` line and no directive. A worker whose TaskProlog would
+    start a task without a valid profile is named. Where the reference's contract applies (profiles local, qemu,
+    kubernetes: reporting/profiles.py) a worker whose slurm.conf names no TaskProlog FAILs, named; only a
+    customer's Slurm cluster outside Kubernetes (profile existing) where no worker names one is NOT APPLICABLE."""
     runtime = target.spec.runtime
-    if runtime is None and target.spec.declared is not None:
-        pytest.skip(
-            f"{NOT_APPLICABLE_PREFIX}: the target file declares no runtime.task_prolog, so no slurmflox TaskProlog "
-            f"is in force to fail closed (target {target.spec.name!r})"
-        )
     declared_prolog = runtime.task_prolog if runtime is not None else ""
     step = across(submit, workers, _failclosed.probe_script(declared_prolog))
+    named = {node: _failclosed.named(lines) for node, lines in step.lines.items()}
+    if not declared_prolog and not any(named.values()) and _failclosed.CAPABILITY in profile_of(target.spec).absent:
+        pytest.skip(
+            f"missing capability {_failclosed.CAPABILITY}: no worker's slurm.conf names a TaskProlog, so none is in "
+            f"force to fail closed (target {target.spec.name!r} declares no runtime.task_prolog)"
+        )
     problems = step.wrong(lambda node, lines: _failclosed.judge(lines, declared_prolog))
+    in_force = ", ".join(f"{node}: {prolog or 'none'}" for node, prolog in sorted(named.items()))
     requirement(
         not problems,
         f"the TaskProlog in force refuses every invalid profile on each of the {len(workers)} workers "
         f"({', '.join(_failclosed.CASES.values())}): " + "; ".join(problems),
+        f"the TaskProlog in force: {in_force}",
         step.result,
     )

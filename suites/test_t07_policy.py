@@ -11,7 +11,9 @@ or the job was claimed).
 Where the expectations come from: Slurm's documented semantics of each feature (array indices, dependency order,
 held/released states, cancellation, TIMEOUT), applied to jobs this module submits; nothing is read from a worker.
 When a timed-out job may end is Slurm's rule (pytest_slurmflox/judges/timelimit.py) applied to the OverTimeLimit the
-cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint).
+cluster configures (``scontrol show config`` and ``scontrol -o show partition`` at the login endpoint); that
+overtime is itself held to what the target declares (``expect.limits.over_time_limit``, Slurm's default 0 where it
+is silent): a configured leniency is not a promise, so a larger overtime, or ``UNLIMITED``, FAILs naming both.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import pytest
 
 from pytest_slurmflox.base.run import Result, quoted
 from pytest_slurmflox.base.waits import job_timeout, limit_timeout, poll_last, queue_timeout
-from pytest_slurmflox.cluster.slurm import TERMINAL_STATES, parse_kv_line
+from pytest_slurmflox.cluster.jobrecord import span
+from pytest_slurmflox.cluster.slurm import TERMINAL_STATES
 from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.harness.early import SINCE, UNTIL, Claimed, EarlyJob, claim
 from pytest_slurmflox.judges.authkeys import parse_show_config
@@ -28,7 +31,7 @@ from pytest_slurmflox.judges.timelimit import Enforcement, enforcement
 from pytest_slurmflox.reporting.sessionstate import session_state
 from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 
-from ._capability import requirement
+from ._capability import judged, requirement
 from ._marks import Mark
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T7]
@@ -181,11 +184,11 @@ def test_singleton_serializes_jobs_of_one_name(request, submit):
     first, second = (c.job for c in _claimed(request, submit, *SINGLETON))
     submit.wait(first, second, timeout=job_timeout(3 + 1, stages=2))  # one after the other
     _ended(request, submit, first, second)
-    a, b = submit.slurm.job_info(first), submit.slurm.job_info(second)
+    a, b = span(submit.login, first), span(submit.login, second)  # slurmctld's times, else accounting's
     requirement(
-        b["StartTime"] >= a["EndTime"],
+        a is not None and b is not None and b[0] >= a[1],
         "the second singleton job started after the first ended",
-        f"first {a['StartTime']}..{a['EndTime']}, second {b['StartTime']}..{b['EndTime']}",
+        f"first (start, end) {a}, second {b} (epoch seconds)",
     )
 
 
@@ -242,22 +245,33 @@ def _enforcement(jobs: Jobs) -> Enforcement:
 
 
 def _elapsed(jobs: Jobs, job: str) -> tuple[float, float]:
-    """(StartTime, EndTime) as slurmctld recorded them, epoch seconds."""
-    res = jobs.login.run("scontrol -o show job", job, env={"SLURM_TIME_FORMAT": "%s"}).check()
-    info = parse_kv_line(res.stdout.splitlines()[0])
-    return float(info["StartTime"]), float(info["EndTime"])
+    """(StartTime, EndTime) as slurmctld recorded them, epoch seconds (its accounting record once it forgot the
+    job: cluster/jobrecord.py)."""
+    times = span(jobs.login, job)
+    requirement(times is not None, f"Slurm recorded when job {job} started and ended", "")
+    assert times is not None
+    return times
 
 
 @pytest.mark.long_wait(early=TIME_LIMITED)
-def test_time_limit_is_enforced(request, time_limited_job):
+def test_time_limit_is_enforced(request, time_limited_job, target):
     """Slurm ends the job with TIMEOUT, and when its rule says (pytest_slurmflox/judges/timelimit.py): after the limit
     plus the OverTimeLimit the cluster configures, within one enforcement period (and a loaded controller's lag)."""
     jobs, job = time_limited_job
     rule = _enforcement(jobs)
-    if rule.over_time is None or LIMIT_MINUTES + rule.over_time >= JOB_MINUTES:
+    loosened = rule.loosened(target.spec.limits)
+    judged(request, f"configured: {rule.shown}", f"declared: {target.spec.limits.shown('over_time_limit')}")
+    requirement(
+        loosened is None,
+        "a job past its time limit is ended no later than the target promises (expect.limits.over_time_limit; "
+        "Slurm's default 0 where it declares none)",
+        loosened or "",
+    )
+    assert rule.over_time is not None
+    if LIMIT_MINUTES + rule.over_time >= JOB_MINUTES:
         pytest.skip(
-            f"{NOT_RUN_PREFIX}this cluster ends a job past its limit only after {rule.shown}: longer than "
-            f"the check's {JOB_MINUTES}-minute job runs"
+            f"{NOT_RUN_PREFIX}this cluster ends a job past its limit only after {rule.shown} (declared: "
+            f"{target.spec.limits.shown('over_time_limit')}): longer than the check's {JOB_MINUTES}-minute job runs"
         )
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.
     jobs.wait(job, timeout=queue_timeout(), until=frozenset({"RUNNING"}) | TERMINAL_STATES)
@@ -274,6 +288,6 @@ def test_time_limit_is_enforced(request, time_limited_job):
     requirement(
         problem is None,
         f"Slurm ends a job at its {LIMIT_MINUTES}-minute limit plus the configured overtime, within one "
-        f"enforcement period ({rule.shown})",
+        f"enforcement period ({rule.shown}; {target.spec.limits.shown('over_time_limit')})",
         problem or "",
     )

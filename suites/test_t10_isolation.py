@@ -6,6 +6,10 @@ the pod's KUBERNETES_* service variables or any FloxHub token variable; on Kuber
 the reserved, labelled and tainted nodes, which no ordinary pod can use, and the infrastructure node carries
 neither label nor taint.
 
+What every task trusts (the task profile, the TaskProlog, the realized runtime and every directory and symlink on
+their way) belongs to root and no one else may write it: the expectation is the reference's contract and POSIX's
+rule for who may replace a directory entry (pytest_slurmflox/judges/trustpaths.py).
+
 Where the expectations come from: the submitting user's uid is read at the login endpoint (not on a worker); Slurm's
 key locations from the cluster's own configuration (``scontrol show config`` at the login endpoint, munged's
 arguments on the worker: pytest_slurmflox/judges/authkeys.py), the pod and FloxHub credential locations and forbidden
@@ -32,11 +36,14 @@ from pytest_slurmflox.judges.kubechecks import (
     placement_problems,
 )
 from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, redirection_problems
+from pytest_slurmflox.judges.trustpaths import probe_script as trust_probe
+from pytest_slurmflox.judges.trustpaths import trust_problems
 from pytest_slurmflox.model.declared import PLACEMENT
 
 from ._capability import EveryWorker, declared, declared_nodeset, requirement
 from ._cohort import across, task_identities
 from ._marks import Mark, every_worker_step, per_node
+from ._profile import profile_dir
 from ._records import ENVIRON_PROBE, environs
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T10]
@@ -84,6 +91,31 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     missing = present.wrong(holds)
     requirement(
         not missing, "each worker holds an authentication key (seen by root): " + "; ".join(missing), present.result
+    )
+
+
+def test_what_every_task_trusts_belongs_to_root_on_every_worker(submit, workers, target):
+    """On every worker, in one read-only step as the task's user: the task profile (the declared
+    ``runtime.profile_dir``, else the reference's), the TaskProlog (the declared ``runtime.task_prolog``, else the
+    one that worker's slurm.conf names) and the realized runtime (the declared ``runtime.realized_path``, else the
+    one the worker's profile names), every directory and symlink on their way from ``/`` and the entries of each,
+    are owned by root and writable by no one else (mode bits; ACL entries where ``getfacl`` is there). The
+    expectation is the reference's contract and POSIX's rule for who may replace an entry
+    (pytest_slurmflox/judges/trustpaths.py), never a worker's word: a FAIL names the worker, the path, its owner and
+    its mode."""
+    runtime = target.spec.runtime
+    paths = {
+        "task profile": profile_dir(target),
+        "TaskProlog": runtime.task_prolog if runtime is not None else "",
+        "realized runtime": runtime.realized_path if runtime is not None else "",
+    }
+    step = across(submit, workers, trust_probe(paths, profile_dir(target)))
+    problems = step.wrong(lambda _node, lines: trust_problems(lines))
+    requirement(
+        not problems,
+        f"on each of the {len(workers)} workers the task profile, the TaskProlog and the realized runtime, and every "
+        "directory and symlink on their way, are root's and writable by no one else: " + "; ".join(problems),
+        step.result,
     )
 
 

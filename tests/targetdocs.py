@@ -74,6 +74,12 @@ EVERY_KEY: dict[str, Any] = {
             "WORKER_IMAGE": "repo/worker:1@sha256:" + "cd" * 32,
             "COMPUTE_REPLICAS": 2,
         },
+        "limits": {
+            "over_time_limit": 8,
+            "allowed_ram_space": 1000,
+            "allowed_swap_space": 50,
+            "constrain_swap_space": False,
+        },
         "performance": {
             **{
                 name: {"reference": 10, "unit": unit, "lower": "30%", "upper": 20}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..base.run import Result, Runner, quoted
 from ..base.waits import WaitTimedOut, job_timeout, poll_missing
+from .jobrecord import accounted
 
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -310,10 +311,11 @@ class SlurmClient:
         until: frozenset[str] = TERMINAL_STATES,
         what: str | None = None,
     ) -> dict[str, JobState]:
-        """Poll all jobs together until each is in ``until`` (default: finished). Raises :class:`SlurmError` on
-        timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`. A
-        long wait says ``what`` it waits for (default: the jobs and the states awaited) with each job's state and
-        reason (waits.Status)."""
+        """Poll all jobs together until each is in ``until`` (default: finished). A job slurmctld no longer knows
+        (purged ``MinJobAge`` after it ended) is judged by its accounting record (jobrecord.py), never as unknown.
+        Raises :class:`SlurmError` on timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a
+        reason in :data:`NEVER_RUNS`. A long wait says ``what`` it waits for (default: the jobs and the states
+        awaited) with each job's state and reason (waits.Status)."""
         pending = set(job_ids)
         if what is None:
             goal = "to end" if until == TERMINAL_STATES else f"to be {' or '.join(sorted(until)[:3])}"
@@ -324,6 +326,8 @@ class SlurmClient:
 
         def missing() -> str | None:
             states = self.jobs(pending)
+            gone = [j for j in pending if j not in states]  # ended and purged (MinJobAge): accounting still knows
+            states.update({j: JobState(*known) for j, known in accounted(self.user, gone).items()})
             for job_id in list(pending):
                 state = states.get(job_id)
                 if state is not None:

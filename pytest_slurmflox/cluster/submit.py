@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.run import Result, Runner, command_line, quoted
 from ..base.waits import job_timeout
 from ..model.siteaccess import SiteAccess
+from .jobrecord import accounted
 from .sbatchchain import ChainEntry, chain_command, chain_ids
 from .slurm import SHORT_JOB, TERMINAL_STATES, JobState, SlurmClient
 
@@ -57,7 +58,7 @@ class Jobs:
     #: :meth:`made_outdir`'s answer, asked once per instance: every ``sbatch`` after the first costs one command
     #: on the login node, not three.
     resolved_outdir: str = field(default="", repr=False)
-    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; suites/_busy.py), None
+    #: Seconds a step that needs every worker waits for workers other jobs hold (busy.py; harness/busywait.py), None
     #: for a caller that never waits (the run's sweep, early jobs): the fixtures give the run's budget.
     busy_timeout: float | None = None
     #: This start of the run's records (runrecord.py): where the run's one busy budget is kept; None never waits.
@@ -157,6 +158,11 @@ class Jobs:
         what: str | None = None,
     ) -> dict[str, JobState]:
         return self.slurm.wait(job_ids, timeout=timeout, until=until, what=what)
+
+    def known(self, job_id: str) -> bool:
+        """Whether Slurm still says anything of a job: slurmctld (squeue), or accounting once slurmctld purged it
+        (``MinJobAge`` after it ended: jobrecord.py)."""
+        return bool(self.slurm.jobs([job_id]) or accounted(self.login, [job_id]))
 
     def output(self, job_id: str) -> str:
         return self.login.run("cat " + self.outdir + quoted("/%s.out", job_id)).check().stdout

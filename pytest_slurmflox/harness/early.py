@@ -161,12 +161,14 @@ def claim(
     whose parent was submitted now, so it never depends on another parent). Either way the job becomes ``jobs``' own
     (cancelled by its cleanup). :attr:`Claimed.since` is when the early job was submitted: the check's span starts
     there (report timeline, benchmark), so the hand-off never makes a check look shorter than its wait on Slurm
-    was."""
+    was. An early job Slurm no longer knows at all (purged ``MinJobAge`` after it ended, on a cluster whose
+    accounting does not answer: :meth:`Jobs.known`) is not claimed: the check submits its own and watches it from
+    submission, so a job is never judged as forgotten."""
     record = record_path(run, spec.label)
     with locked(record):
         claimed = record.with_suffix(".claimed")
         early = json.loads(record.read_text()) if record.exists() and not fresh else None
-        if early and not claimed.exists():
+        if early and not claimed.exists() and jobs.known(early["job"]):
             claimed.write_text(early["job"])
             jobs.submitted.append(early["job"])
             return Claimed(early["job"], float(early["submitted"]), early.get("nonce", ""))

@@ -15,13 +15,16 @@ depends=["T5"])`` makes it NOT RUN naming T5 when T5 did not pass in this run (h
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
 from testinfra.host import Host
 
-from .sitehosts import LoginBackend, Workers
+from ..base.run import Result
+from .sitehosts import STEP_SECONDS, LoginBackend, Workers
 
 
 @pytest.fixture(scope="session")
@@ -45,5 +48,38 @@ def slurmflox_submit(submit: Any) -> Any:
 @pytest.fixture
 def slurmflox_workers(target: Any, submit: Any, slurmflox_state: Any) -> Iterator[Workers]:
     """The partition's workers (``sinfo``, the target's partition), each a testinfra Host through Slurm; each
-    worker's system asked once per run (the session's ``worker_systems``)."""
-    yield Workers(submit, tuple(target.slurm.partition_nodes()), systems=slurmflox_state.worker_systems)
+    worker's system asked once per run (the session's ``worker_systems``). A step over workers other users' jobs
+    hold waits for them as the groups' steps do (busywait.py: within the run's budget, NOT RUN past it naming the
+    worker and the jobs), never FAILs for being queued."""
+    nodes = tuple(target.slurm.partition_nodes())
+    yield Workers(submit, nodes, systems=slurmflox_state.worker_systems, launch=_waiting_launch(submit))
+
+
+@dataclass(frozen=True)
+class _SiteStep(Result):
+    """A gathering step's result, with the lines its own answers carry (sitehosts.step_script's nonce): what
+    busywait.py reads to tell a step that ran from one still queued."""
+
+    @property
+    def own(self) -> list[str]:
+        return [line for line in self.stdout.splitlines() if _ANSWER.match(line)]
+
+
+_ANSWER = re.compile(r"sfx[0-9a-f]{12}\|[^|]*\|\d+\|")
+
+
+def _waiting_launch(submit: Any) -> Callable[[Sequence[str], str], Any]:
+    """``launch`` for :class:`Workers`: one step with one task on each node, waiting for held workers."""
+    from .busywait import waiting_for_held
+
+    def launch(nodes: Sequence[str], command: str) -> Any:
+        names = sorted(nodes)
+
+        def attempt(options: str, limit: float) -> _SiteStep:
+            line = f"-N{len(names)} -n{len(names)} --ntasks-per-node=1 -w {','.join(names)} {options}"
+            res = submit.srun(line, command, timeout=limit)
+            return _SiteStep(**{f.name: getattr(res, f.name) for f in fields(Result)})
+
+        return waiting_for_held(submit, names, attempt, "", STEP_SECONDS)
+
+    return launch

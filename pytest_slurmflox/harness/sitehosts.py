@@ -49,7 +49,9 @@ Answer = tuple[int, str, str]
 
 class _Pending(BaseException):
     """A command :meth:`Workers.gather` has not answered yet (collected, run with the others in the next step).
-    A BaseException, so a site's fact that catches ``Exception`` (a file that may be missing) never swallows it."""
+    A BaseException, so a site's fact that catches ``Exception`` (a file that may be missing) never swallows it; one
+    that catches everything (a bare ``except:``) and answers anyway is asked again once its commands ran
+    (:meth:`Workers._ask` counts the pending answers a fact met), so no fact is answered without running."""
 
 
 def _through_run_quoted(command: str, *args: str) -> str:
@@ -109,6 +111,7 @@ class Workers(Mapping[str, Host]):
     _answers: dict[tuple[str, str], Answer] = field(default_factory=dict)
     _wanted: dict[str, list[str]] = field(default_factory=dict)
     _gathering: bool = False
+    _pending_raised: int = 0  #: pending answers raised so far (a fact that met one has no answer yet)
     _hosts: dict[str, Host] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -141,6 +144,7 @@ class Workers(Mapping[str, Host]):
             if line not in self._wanted[node]:
                 self._wanted[node].append(line)
             if self._gathering:
+                self._pending_raised += 1
                 raise _Pending(line)
             self._run_wanted()
         return self._answers[(node, line)]
@@ -166,12 +170,16 @@ class Workers(Mapping[str, Host]):
             self._run_wanted()
 
     def _ask(self, fact: Callable[[Host], Any], node: str) -> Any:
+        """The fact's answer on ``node``, or :data:`_PENDING` when it met a command not answered yet, even one whose
+        pending signal it swallowed (its answer then rests on nothing that ran: asked again after the step)."""
+        before = self._pending_raised
         try:
-            return fact(self[node])
+            value = fact(self[node])
         except _Pending:
             return _PENDING
         except Exception as exc:
             raise RuntimeError(f"{node}: {type(exc).__name__}: {exc}") from exc
+        return _PENDING if self._pending_raised != before else value
 
     def _run_wanted(self) -> None:
         """Every collected command of every worker in one step (one task per worker that has any), each worker's

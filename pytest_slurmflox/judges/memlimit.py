@@ -25,6 +25,14 @@ Where each value comes from:
   limit is enforced against, so a survivor that held more RAM than its limit shows it. A process's VmHWM misses the
   task's other processes and is readable only while that process lives; ``memory.current`` at the end shows what
   is left, not what was used.
+
+What the configuration promises is what Slurm does, never what it should do: a configured leniency is not a
+promise. How much a ``--mem`` task may hold is what the target declares (``expect.limits``,
+model/declaredlimits.py), Slurm's defaults where it is silent: ``AllowedRAMSpace`` 100 and ``AllowedSwapSpace`` 0
+percent, and ``--mem`` holding RAM and swap together (``constrain_swap_space``; cgroup.conf's own default leaves
+swap unconstrained, which on a worker with swap lets a task grow past its ``--mem``: a leniency to declare).
+:func:`loosened` holds the configured values to the declared ones; :func:`allowance` bounds what the kernel
+may let each task hold, so a worker with swap under ``ConstrainSwapSpace=no`` FAILs, named, unless declared.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..model.declaredlimits import DeclaredLimits
 
 MIB = 2**20
 #: A limit at or above this is no limit (v1 prints 9223372036854771712 for unlimited; v2 prints ``max``).
@@ -46,6 +56,8 @@ MEMSW_FILE = "memory.memsw.limit_in_bytes"
 PEAK_FILES = ("memory.peak", "memory.max_usage_in_bytes")
 #: The check's request and buffers: the control fits in the request, the hog is eight times it.
 MEM_MB, FITS_MB, HOG_MB = 64, 8, 512
+#: Slurm's default MinRAMSpace (MB, cgroup.conf(5)): no task is limited below it.
+MIN_RAM_MB = 30.0
 
 
 def _yes(value: str) -> bool:
@@ -76,7 +88,7 @@ class Promise:
     constrain_swap: bool
     allowed_ram: float = 100.0  #: percent
     allowed_swap: float = 0.0  #: percent
-    min_ram_mb: float = 30.0
+    min_ram_mb: float = MIN_RAM_MB
 
     @property
     def shown(self) -> str:
@@ -117,6 +129,45 @@ def configured(config: Mapping[str, str]) -> Promise | None:
         allowed_ram=_number(config.get("AllowedRAMSpace") or "100"),
         allowed_swap=_number(config.get("AllowedSwapSpace") or "0"),
         min_ram_mb=_number(config.get("MinRAMSpace") or "30"),
+    )
+
+
+def loosened(promise: Promise, declared: DeclaredLimits) -> list[str]:
+    """What the configured cgroup.conf loosens beyond what the target declares, each naming both values (empty:
+    nothing; swap left unconstrained is judged per worker, by :func:`allowance_problem`, since it loosens nothing
+    on a worker without swap)."""
+    found = []
+    if promise.constrain_ram and promise.allowed_ram > declared.allowed_ram_space:
+        found.append(
+            f"configured AllowedRAMSpace={promise.allowed_ram:g}% lets a task hold more RAM than its --mem: "
+            + declared.shown("allowed_ram_space")
+        )
+    if promise.constrain_swap and promise.allowed_swap > declared.allowed_swap_space:
+        found.append(
+            f"configured AllowedSwapSpace={promise.allowed_swap:g}% lets a task swap beyond its --mem: "
+            + declared.shown("allowed_swap_space")
+        )
+    return found
+
+
+def allowance(declared: DeclaredLimits, mem_mb: int) -> int | None:
+    """The RAM and swap together the target lets a ``--mem=mem_mb`` task hold (None: swap declared unlimited):
+    ``mem`` times the declared AllowedRAMSpace plus AllowedSwapSpace, at least Slurm's default MinRAMSpace."""
+    if not declared.constrain_swap_space:
+        return None
+    share = (declared.allowed_ram_space + declared.allowed_swap_space) / 100.0
+    return max(int(MIN_RAM_MB * MIB), int(mem_mb * MIB * share))
+
+
+def allowance_problem(seen: Observed, declared: DeclaredLimits, mem_mb: int) -> str | None:
+    """Whether the kernel lets the task hold more RAM and swap than the target allows for ``--mem=mem_mb``."""
+    allowed, room = allowance(declared, mem_mb), seen.room
+    if allowed is None or room is None or room <= allowed + SLACK:  # no RAM limit at all: _limit_problem
+        return None
+    keys = ("allowed_ram_space", "allowed_swap_space", "constrain_swap_space")
+    return (
+        f"the kernel lets the task hold {mib(room)} of RAM and swap, more than the {mib(allowed)} the target allows "
+        f"for --mem={mem_mb} ({'; '.join(declared.shown(k) for k in keys)})"
     )
 
 
@@ -294,7 +345,13 @@ def _outcome_problem(seen: Observed, promise: Promise, mem_mb: int, hog_mb: int,
 
 
 def memory_problem(
-    lines: list[str], output: str, node: str, promise: Promise, mem_mb: int = MEM_MB, hog_mb: int = HOG_MB
+    lines: list[str],
+    output: str,
+    node: str,
+    promise: Promise,
+    declared: DeclaredLimits | None = None,
+    mem_mb: int = MEM_MB,
+    hog_mb: int = HOG_MB,
 ) -> str | None:
     """What is wrong with one worker's :func:`probe` answer (``output``: the step's whole output, for Slurm's OOM
     report), or None: the control fits, the kernel's RAM limit (and, where swap is constrained, its RAM+swap limit)
@@ -306,6 +363,10 @@ def memory_problem(
     if seen.fits != "0":
         return f"the {FITS_MB} MiB control within --mem={mem_mb} did not complete: {lines!r}"
     reported = oom_reported(output, node)
-    found = [_limit_problem(seen, promise, mem_mb), _outcome_problem(seen, promise, mem_mb, hog_mb, reported)]
+    found = [
+        _limit_problem(seen, promise, mem_mb),
+        allowance_problem(seen, declared or DeclaredLimits(), mem_mb),
+        _outcome_problem(seen, promise, mem_mb, hog_mb, reported),
+    ]
     problems = [p for p in found if p]
     return f"{'; '.join(problems)} (the kernel: {seen.shown}; {promise.shown})" if problems else None

@@ -14,6 +14,11 @@ overtime and that plus one period; :data:`SWEEP_LAG` more is allowed for a loade
 waits for the job write lock. The configured values are read where the cluster states them: ``scontrol show
 config`` (``OverTimeLimit = N min`` or ``UNLIMITED``) and ``scontrol -o show partition`` (``OverTimeLimit=NONE``,
 ``N`` or ``UNLIMITED``), and named in the verdict.
+
+The configured overtime is what Slurm does, never what it should do: a configured leniency is not a promise. It
+is held to what the target declares (``expect.limits.over_time_limit``, model/declaredlimits.py; Slurm's default
+0 where the target is silent) by :meth:`Enforcement.loosened`: more than declared, or ``UNLIMITED``, FAILs naming
+the configured and the declared value side by side.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..model.declaredlimits import DeclaredLimits
 
 #: slurmctld's time-limit sweep period in seconds (src/slurmctld/slurmctld.h ``PERIODIC_TIMEOUT``).
 PERIODIC_TIMEOUT = 30.0
@@ -39,6 +46,19 @@ class Enforcement:
 
     over_time: int | None
     shown: str  #: the configured values as the cluster states them, for the verdict and the evidence
+
+    def loosened(self, declared: DeclaredLimits) -> str | None:
+        """None when the cluster ends a job past its limit no later than the target declares; else what it
+        configures against what is declared (``UNLIMITED``: never ended at all)."""
+        promise = declared.shown("over_time_limit")
+        if self.over_time is None:
+            return f"the cluster never ends a job at its time limit: OverTimeLimit=UNLIMITED ({self.shown}); {promise}"
+        if self.over_time > declared.over_time_limit:
+            return (
+                f"the cluster lets a job run {self.over_time} min past its time limit, more than the "
+                f"{declared.over_time_limit} min the target promises: configured {self.shown}; {promise}"
+            )
+        return None
 
     def window(self, limit_minutes: int) -> tuple[float, float]:
         """(earliest, latest) elapsed seconds at which Slurm ends a job with this limit (needs an overtime)."""

@@ -20,6 +20,10 @@ from .secrets import Redactor
 #: The report property a check's measured values travel in (group TB, suites/test_tb_baselines.py), JSON: a list of
 #: ``{metric, subject, value, unit, over, method}``; evidence.json shows them as the check's ``metrics``.
 METRICS = "slurmflox_metrics"
+#: The report property a check's comparisons travel in, JSON: a list of lines, each an expectation beside what the
+#: cluster showed (T7's declared and configured overtime, T8's memory limits); evidence.json shows them as
+#: ``judged``, on a PASS as on a FAIL.
+JUDGED = "slurmflox_judged"
 
 
 @dataclass(frozen=True)

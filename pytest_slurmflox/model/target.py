@@ -27,7 +27,8 @@ Target file (YAML)::
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
                                     # pytest_slurmflox/model/directory.py: also bind_dn, bind_password_file, modify)
-    expect:                         # what the deployment should run
+    expect:                         # what the deployment should run; + limits: how far the cluster may loosen a
+                                    # job's limits (declaredlimits.py)
       revision: sha256:...          # optional; computed from settings when absent
       image: repo:tag@sha256:...    # optional; WORKER_IMAGE otherwise
       replicas: 2
@@ -53,6 +54,7 @@ import yaml
 from . import busy, capabilities, targetschema
 from .capabilities import AccountingSpec, RestSpec
 from .declared import declared_keys
+from .declaredlimits import DeclaredLimits, limits_document, parse_limits
 from .declaredruntime import DeclaredRuntime, parse_runtime, runtime_document
 from .directory import Directory, parse_directory
 from .endpoint import Endpoint, EndpointError, endpoint_document, parse_endpoint
@@ -138,6 +140,8 @@ class TargetSpec:
     runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
     site: SiteAccess = field(default_factory=SiteAccess)  #: account, QOS, reservation, extra options of every job
     busy_timeout: float | None = None  #: ``slurm.busy_timeout`` (busy.py), None when the file does not say
+    #: ``expect.limits``: how far the cluster may loosen a job's limits (declaredlimits.py; Slurm's defaults)
+    limits: DeclaredLimits = field(default_factory=DeclaredLimits)
 
     def declares(self, capability: str) -> bool:
         """Whether the target file declares an optional service capability (its group is then required)."""
@@ -285,6 +289,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         runtime=_checked(parse_runtime, doc.get("runtime")),
         site=_checked(parse_site_access, doc.get("slurm") or {}),
         busy_timeout=_checked(busy.parse_busy_timeout, (doc.get("slurm") or {}).get("busy_timeout")),
+        limits=_checked(parse_limits, (doc.get("expect") or {}).get("limits")) or DeclaredLimits(),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
     )
@@ -341,6 +346,8 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         for key in ("worker_label", "worker_taint", "node_debug_image", "pod_exec"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
+    if limits_document(spec.limits):
+        doc["expect"]["limits"] = limits_document(spec.limits)
     if spec.busy_timeout is not None:
         doc["slurm"]["busy_timeout"] = spec.busy_timeout
     if spec.identity is not None:

@@ -60,6 +60,7 @@ def read_document(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise SchemaError(f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
+        _refuse_duplicated_keys(yaml.compose(text, Loader=yaml.SafeLoader))
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -67,6 +68,34 @@ def read_document(path: Path) -> Any:
         raise SchemaError(f"is not valid YAML: {where}{exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise SchemaError(f"is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def _refuse_duplicated_keys(root: Any) -> None:
+    """:class:`SchemaError` naming the first key a mapping gives twice, by its path and both lines: YAML loaders
+    keep the last one silently, so the first would be read as never written (a second ``login:`` map without its
+    ``user`` would be refused as "login.user is required", far from the mistake)."""
+    import yaml
+
+    pending: list[tuple[Any, str]] = [(root, "")] if root is not None else []
+    seen: set[int] = set()
+    while pending:
+        node, where = pending.pop()
+        if id(node) in seen:  # an alias names a node already walked
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            pending.extend((item, f"{where}[{n}]") for n, item in enumerate(node.value))
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        lines: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value) if isinstance(key, yaml.ScalarNode) else repr(key.value)
+            path = _join(where, name)
+            if name in lines:
+                line = key.start_mark.line + 1
+                raise SchemaError(f"{path} is given twice (line {lines[name]} and line {line}); give it once")
+            lines[name] = key.start_mark.line + 1
+            pending.append((value, path))
 
 
 def problems(doc: Any) -> list[str]:

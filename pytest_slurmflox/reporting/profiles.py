@@ -103,6 +103,7 @@ _EXISTING = Profile(
         "worker-pool": "nothing lists the workers but Slurm",
         "node-admin": _NO_KUBE,
         "isolated-worker": "a throwaway worker would change a customer's cluster",
+        "task-prolog": "a Slurm cluster outside Kubernetes need not run a TaskProlog (required where one is named)",
     },
     groups={
         "T1": "the Flox shim on the slurmd CRI sandbox needs Kubernetes nodes",

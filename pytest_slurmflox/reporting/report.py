@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ..model.evidence import METRICS
+from ..model.evidence import JUDGED, METRICS
 from ..model.groups import GROUPS
 from ..model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from ..model.workdir import atomic_write
@@ -82,6 +82,7 @@ class ReportWriter:
         self.started = time.time()
         self._profile: Profile | None = None
         self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
+        self.judged: dict[str, list[str]] = {}  #: node id -> what it compared (:data:`JUDGED`)
 
     @property
     def profile(self) -> Profile:
@@ -143,6 +144,8 @@ class ReportWriter:
         for name, value in report_properties(report):  # every later phase's report carries the same list
             if name == METRICS and isinstance(value, str) and value.startswith("["):
                 self.metrics[check.nodeid] = json.loads(value)
+            if name == JUDGED and isinstance(value, str) and value.startswith("["):
+                self.judged[check.nodeid] = [str(line) for line in json.loads(value)]
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
             report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
@@ -269,9 +272,10 @@ class ReportWriter:
         atomic_write(self.paths.evidence, json.dumps(scrub(doc, self.redact), indent=2) + "\n")
 
     def _check_record(self, check: Check) -> dict[str, Any]:
-        """A check in evidence.json, with its measured values (``metrics``) when it recorded any."""
-        found = self.metrics.get(check.nodeid)
-        return {**check.as_dict(), "metrics": found} if found else check.as_dict()
+        """A check in evidence.json, with its measured values (``metrics``) and its comparisons (``judged``) when it
+        recorded any."""
+        found, judged = self.metrics.get(check.nodeid), self.judged.get(check.nodeid)
+        return {**check.as_dict(), **({"metrics": found} if found else {}), **({"judged": judged} if judged else {})}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Runs after JUnit and HTML are written: print the summary, then scan every artifact for secrets."""

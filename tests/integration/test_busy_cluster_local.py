@@ -5,7 +5,8 @@ controller node: ``sbatch --exclusive -w worker1``) holds worker1 while T3 and T
   naming worker1 and the job that holds it (id, user, expected end), idle worker2 is not named, and the sign-off is
   NOT SIGNED OFF for that reason, well before the job would end.
 - Held for 60 s with the default budget: a ``-q -n 2`` run waits for worker1, says so on its terminal naming
-  worker1 and the job while the job still runs, and every check it ran PASSes.
+  worker1 and the job while the job still runs, and every check it ran PASSes, a site's own check over
+  ``slurmflox_workers`` among them (its steps wait as the groups' do, harness/busywait.py).
 
 A worker that is really broken still FAILs fast whoever else runs jobs: the drained worker
 (test_acceptance_local.py ``test_drained_worker_fails_the_preflight_fast_and_blocks_the_run``) and the stopped
@@ -32,7 +33,27 @@ from acceptance_helpers import Run, deployed, node_sh, run_pytest
 
 pytestmark = pytest.mark.integration
 
-GROUPS = ("-m", "T3 or T5")
+GROUPS = ("-m", "T3 or T5 or site")  # no site check is given to the run held past the budget
+#: A site's own check over ``slurmflox_workers`` (docs/site-checks.md), run with the groups: it waits for a held
+#: worker as they do (harness/busywait.py: a step queued past its own timeout is no FAIL while others hold a worker).
+SITE_CHECK = """
+import pytest
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.site]
+
+
+def test_site_every_worker_answers(slurmflox_workers):
+    facts = slurmflox_workers.gather({"kernel": lambda host: host.check_output("uname -s")})
+    assert set(facts["kernel"]) == set(slurmflox_workers) and set(facts["kernel"].values()) == {"Linux"}, facts
+"""
+SITE = "test_site_busy::test_site_every_worker_answers"
+
+
+def _site(home: Path) -> str:
+    site = home / "site_checks"
+    site.mkdir(exist_ok=True)
+    (site / "test_site_busy.py").write_text(SITE_CHECK)
+    return str(site)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +127,8 @@ def test_a_worker_held_past_the_budget_is_not_run_naming_the_worker_and_the_job(
 
 def test_a_worker_held_for_60s_is_waited_for_saying_so_and_every_check_passes(deployment):
     """A ``-q -n 2`` run waits for worker1, and while the holding job still runs, a line on the run's terminal names
-    worker1 and the job (an xdist worker's wait, said by the controller). The run is signed with a key of the
-    test's own, and its folder verifies."""
+    worker1 and the job (an xdist worker's wait, said by the controller); a site check over ``slurmflox_workers``
+    waits too and PASSes. The run is signed with a key of the test's own, and its folder verifies."""
     home, workdir, common, _ = deployment
     said: list[tuple[float, str, str]] = []  # (when, the line, the holding job's state when it was first said)
     key = home / "signer"
@@ -120,7 +141,9 @@ def test_a_worker_held_for_60s_is_waited_for_saying_so_and_every_check_passes(de
 
     with held(workdir, 60) as job:
         began = time.monotonic()
-        run = run_pytest(home, "-q", "-n", "2", *GROUPS, *common, f"--slurmflox-sign={key}", timeout=900, on_line=watch)
+        run = run_pytest(
+            home, "-q", "-n", "2", *GROUPS, *common, _site(home), f"--slurmflox-sign={key}", timeout=900, on_line=watch
+        )
         took = time.monotonic() - began
         still = node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true").strip()
     print(f"held for 60 s: exit {run.rc} in {took:.1f} s; said at {[round(w - began, 1) for w, _, _ in said]} s")
@@ -139,6 +162,7 @@ def test_a_worker_held_for_60s_is_waited_for_saying_so_and_every_check_passes(de
     assert verified.rc == 0 and "signed by qa@site (key SHA256:" in verified.output, verified.output
     assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("skipped") == [], run.output
     assert run.in_module("test_t05_interactive") and run.in_module("test_t03_task_profile"), run.output[-3000:]
+    assert SITE in run.outcomes("passed"), run.output[-3000:]
     assert run.rc == 0, run.output[-3000:]
 
 

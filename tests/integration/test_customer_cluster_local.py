@@ -19,7 +19,8 @@ deployment is made into it:
 
 Then the default acceptance runs against that target as a customer runs it; the verdicts are the run's own group
 table (its sign-off summary), each FAIL matched by the JUnit cases that failed. Expected (the bullet): the Slurm
-groups PASS; T2 and TP FAIL (declared environment not realized), T3 FAIL (no task profile), T8 FAIL (linuxproc lets
+groups PASS; T2 and TP FAIL (declared environment not realized), T3 FAIL (no task profile; and the site TaskProlog
+slurm.conf names, handing over to one that exits 0, does not fail closed), T8 FAIL (linuxproc lets
 a job's processes outlive it: a real FAIL); T10 does not FAIL; nothing of the run is left in the queue. TR is the
 exception, and the bullet is wrong there: its REST task-environment check FAILs for the same unrealized
 environment as TP (it SKIPped for the missing runtime record before), while its REST submission checks PASS.
@@ -182,9 +183,15 @@ def test_slurm_groups_pass_t2_t3_tp_t8_fail_t10_does_not(customer):
         assert all(unrealized in m and "worker2: no FLOX_ENV" in m for m in failed[group].values()), failed[group]
     # T3: no profile on any worker: every file is missing on each (the reading's own answers: cat failed, both workers)
     missing = [re.compile(rf"\|{w}\|\d+\|1\|\|cat: [^|\n]*: No such file or directory") for w in WORKERS]
-    assert all("all profile files present" in m and all(r.search(m) for r in missing) for m in failed["T3"].values()), (
-        failed["T3"]
-    )
+    closed = {c: m for c, m in failed["T3"].items() if "fails_closed" in c}
+    profile = {c: m for c, m in failed["T3"].items() if c not in closed}
+    assert profile and all(
+        "all profile files present" in m and all(r.search(m) for r in missing) for m in profile.values()
+    ), failed["T3"]
+    # the target declares no runtime.task_prolog: the site TaskProlog its slurm.conf names is run on every worker,
+    # and (handing over to a prolog that exits 0) it starts a task without a profile: FAIL naming each worker
+    assert len(closed) == 1 and all(f"{w}: TaskProlog /etc/slurm/site/" in m for w in WORKERS for m in closed.values())
+    assert all("exit 0 (a task would start without a valid profile)" in m for m in closed.values()), closed
     assert any("detached" in case for case in failed["T8"]), failed["T8"]  # linuxproc: a setsid process escapes
     rest = [case for case in run.outcomes("passed") if case.startswith("test_tr_rest::")]
     assert any("cancelled" in case for case in rest), rest  # REST submission itself works

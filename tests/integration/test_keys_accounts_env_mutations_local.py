@@ -9,6 +9,9 @@ restores; the healthy cluster passes before and after.
 - T2/TP: a customer-style target (substrate existing: no runtime-provider record) that declares the environment,
   while worker2's TaskProlog gives its tasks nothing (no FLOX_ENV, PATH the system's): FAIL "declared environment
   realized on every worker" naming worker2; healthy, the same target SKIPs for the missing record as before.
+- T3 (fail-closed) on that target, which declares no ``runtime.task_prolog``: the TaskProlog each worker's slurm.conf
+  names is run on every worker; healthy it PASSes, and worker2's giving-nothing TaskProlog (exit 0) FAILs naming
+  worker2 only.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.integration
 
 GROUPS = "T10 or TI"
 PROLOG = "/etc/slurm/flox-task-prolog/task-prolog.sh"
+FAIL_CLOSED = "test_t03_task_profile::test_task_prolog_in_force_fails_closed_on_every_worker"
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +98,14 @@ def _customer_with_environment(home, workdir) -> str:
 def test_a_declared_environment_not_realized_on_worker2_fails_t2_and_tp(deployment):
     home, workdir, common, _ = deployment
     target = _customer_with_environment(home, workdir)
-    select = ("-m", "T2 or TP", "-k", "pinned_generations_content or srun_task_environment", *common)
+    keyword = "pinned_generations_content or srun_task_environment or fails_closed"
+    select = ("-m", "T2 or TP or T3", "-k", keyword, *common)
     healthy = run_pytest(home, target, *select, timeout=600)
     assert healthy.outcomes("failure") == [] and healthy.outcomes("error") == [], healthy.output[-3000:]
-    assert all("runtime-record" in msg for _, msg in healthy.cases.values()), healthy.output[-3000:]
+    # the target declares no runtime.task_prolog: the one slurm.conf names is run on every worker, and refuses
+    assert healthy.outcomes("passed") == [FAIL_CLOSED], healthy.output[-3000:]
+    others = [msg for case, (_, msg) in healthy.cases.items() if case != FAIL_CLOSED]
+    assert others and all("runtime-record" in msg for msg in others), healthy.output[-3000:]
     fake = "/tmp/.sfx-empty-prolog.sh"  # a TaskProlog that gives the task nothing
     empty = f"printf '#!/bin/sh\\nexit 0\\n' > {fake} && chmod 755 {fake} && mount --bind {fake} {PROLOG}"
     try:
@@ -110,6 +118,8 @@ def test_a_declared_environment_not_realized_on_worker2_fails_t2_and_tp(deployme
         -3000:
     ]
     assert any(f.startswith("test_tp_provenance::test_srun_task_environment") for f in failed), run.output[-3000:]
+    assert FAIL_CLOSED in failed, run.output[-3000:]
     for line in _said(run):
-        assert "realized on every worker: worker2: no FLOX_ENV" in line, line
-        assert "worker1:" not in line and "worker3:" not in line, line
+        closed = f"worker2: TaskProlog {PROLOG}: a missing profile directory: exit 0" in line
+        assert closed or "realized on every worker: worker2: no FLOX_ENV" in line, line
+        assert "worker1:" not in line.split("): ", 1)[-1] and "worker3:" not in line.split("): ", 1)[-1], line

@@ -21,6 +21,10 @@ class Submitter:
     run_id: str
     calls: list[tuple[str, tuple[str, ...]]]
     submitted: list[str] = field(default_factory=list)
+    forgotten: frozenset[str] = frozenset()  #: ids neither slurmctld nor accounting knows any more
+
+    def known(self, job_id: str) -> bool:
+        return job_id not in self.forgotten
 
     def sbatch(self, script: str, *options: str) -> str:
         self.calls.append((script, options))
@@ -63,6 +67,21 @@ def test_one_submission_per_run_claimed_once_then_the_check_submits_its_own():
         rerun = claim(JOB, Submitter(run_id, calls), records)
         assert (rerun.job, rerun.since) == ("1002", None)  # claimed already: a job of its own, same script, options
         assert calls[-1] == (JOB.script, JOB.options)
+    finally:
+        forget(records)
+
+
+def test_an_early_job_slurm_forgot_is_not_claimed_the_check_submits_and_watches_its_own():
+    """slurmctld purged the early job MinJobAge after it ended, and accounting does not answer: the check never
+    judges it as unknown, it submits the same script and options now."""
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    records = RunRecords(run_id, new_start())
+    calls: list = []
+    try:
+        assert submit_early([JOB], records, Submitter(run_id, calls)) == {"T7-timelimit": "1001"}
+        jobs = Submitter(run_id, calls, forgotten=frozenset({"1001"}))
+        claimed = claim(JOB, jobs, records)
+        assert (claimed.job, claimed.since) == ("1002", None) and calls[-1] == (JOB.script, JOB.options)
     finally:
         forget(records)
 

@@ -78,6 +78,17 @@ def test_a_worker_without_a_task_prolog_is_named():
     assert "names no TaskProlog" in judge(["conf=/etc/slurm/slurm.conf", "taskprolog="])
 
 
+def test_the_prolog_each_worker_names_is_read_and_only_a_plain_slurm_cluster_may_have_none(tmp_path):
+    """A target silent about runtime.task_prolog runs the TaskProlog each worker's slurm.conf names; none named is
+    NOT APPLICABLE only on profile existing (reporting/profiles.py), required (a FAIL naming the worker) elsewhere."""
+    from pytest_slurmflox.suites._failclosed import CAPABILITY, named
+
+    from pytest_slurmflox.reporting.profiles import PROFILES
+
+    assert named(_probe(tmp_path, PROLOG, "")) == str(PROLOG) and named(["conf=/c", "taskprolog="]) == ""
+    assert [p for p, profile in PROFILES.items() if CAPABILITY in profile.absent] == ["existing"]
+
+
 def test_a_case_that_was_not_run_is_named():
     problem = judge(
         ["conf=/c", "taskprolog=/p", "case=missing rc=1", "out=missing print slurmflox: task profile invalid: x"]

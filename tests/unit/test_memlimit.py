@@ -20,7 +20,8 @@ from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.judges.authkeys import parse_show_config
-from pytest_slurmflox.judges.memlimit import MIB, Observed, Promise, configured, memory_problem, probe
+from pytest_slurmflox.judges.memlimit import MIB, Observed, Promise, configured, loosened, memory_problem, probe
+from pytest_slurmflox.model.declaredlimits import DeclaredLimits, parse_limits
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LIMIT = 64 * MIB
@@ -32,6 +33,8 @@ GIB_KB = 2**20  # SwapTotal of a worker with 1 GiB of swap, in kB as /proc/memin
 #: Slurm's defaults with memory constrained, as the local substrate configures it; swap allowed (Slurm's default)
 STRICT = Promise(constrain_ram=True, constrain_swap=True)
 SWAP_ALLOWED = Promise(constrain_ram=True, constrain_swap=False)
+#: a target that declares swap unlimited (expect.limits.constrain_swap_space: false): a task may swap past --mem
+SWAP_DECLARED = parse_limits({"constrain_swap_space": False})
 
 
 def _v2(memory_max: int | str, swap_max: int | str, swap_kb: int, hog: str, peak: int | None) -> list[str]:
@@ -66,14 +69,16 @@ def _oom(node: str) -> str:
     )
 
 
-def _judged(promise: Promise, answers: dict[str, list[str]], stderr: str = "") -> list[str]:
+def _judged(
+    promise: Promise, answers: dict[str, list[str]], stderr: str = "", declared: DeclaredLimits | None = None
+) -> list[str]:
     """The problems of a replayed step: every node's lines marked as the step prints them, parsed and judged."""
     mark = Mark.new()
     stdout = "".join(f"{mark.nonce}|{node}|{line}\n" for node, lines in answers.items() for line in lines)
     res = marked(Result("srun", "login", "u", 0 if not stderr else 137, stdout, stderr, 1.0), mark)
     step = Across(res, tuple(sorted(answers)), per_node(res))
     output = res.stdout + res.stderr
-    return step.wrong(lambda node, lines: memory_problem(lines, output, node, promise))
+    return step.wrong(lambda node, lines: memory_problem(lines, output, node, promise, declared))
 
 
 @pytest.mark.parametrize(
@@ -108,10 +113,10 @@ def test_v2_without_swap_killed_passes():
 
 
 def test_v2_swap_allowed_a_task_that_swapped_within_its_limit_passes():
-    """ConstrainSwapSpace=no (Slurm's default) on a worker with 1 GiB of swap: the 512 MiB buffer is swapped out,
-    the task survives, and its cgroup's peak RAM stayed at its 64 MiB limit: the cluster enforced what it declares."""
+    """ConstrainSwapSpace=no (Slurm's default) on a worker with 1 GiB of swap, declared by the target: the 512 MiB
+    buffer is swapped out, the task survives, and its cgroup's peak RAM stayed at its 64 MiB limit."""
     answers = {"worker1": _v2(LIMIT, "max", GIB_KB, hog="0", peak=LIMIT), "worker2": _v2(LIMIT, 0, 0, "137", LIMIT)}
-    assert _judged(SWAP_ALLOWED, answers, _oom("worker2")) == []
+    assert _judged(SWAP_ALLOWED, answers, _oom("worker2"), SWAP_DECLARED) == []
     seen = Observed.parse(answers["worker1"])
     assert seen.room == LIMIT + 2**30
     assert seen.shown == (
@@ -120,12 +125,50 @@ def test_v2_swap_allowed_a_task_that_swapped_within_its_limit_passes():
     )
     # a swap limit that holds the rest (ConstrainSwapSpace=yes, AllowedSwapSpace=800%) allows it as well
     generous = Promise(constrain_ram=True, constrain_swap=True, allowed_swap=800.0)
-    assert _judged(generous, {"worker1": _v2(LIMIT, 512 * MIB, GIB_KB, "0", LIMIT)}) == []
+    declared = parse_limits({"allowed_swap_space": 800})
+    assert _judged(generous, {"worker1": _v2(LIMIT, 512 * MIB, GIB_KB, "0", LIMIT)}, declared=declared) == []
+    assert loosened(generous, declared) == []
+
+
+def test_swap_the_target_does_not_declare_fails_naming_the_worker_with_swap_only():
+    """The same cluster and step against a target that declares nothing: worker1 has swap and let the task grow
+    past its --mem (a leniency the cluster configured, not a promise): FAIL naming worker1 only; worker2 has no swap
+    and killed its task. AllowedSwapSpace=800% undeclared is named from the configuration itself."""
+    answers = {"worker1": _v2(LIMIT, "max", GIB_KB, hog="0", peak=LIMIT), "worker2": _v2(LIMIT, 0, 0, "137", LIMIT)}
+    problems = _judged(SWAP_ALLOWED, answers, _oom("worker2"))
+    assert len(problems) == 1 and problems[0].startswith(
+        "worker1: the kernel lets the task hold 1088 MiB of RAM and swap, more than the 64 MiB the target allows "
+        "for --mem=64 (not declared (expect.limits.allowed_ram_space; Slurm's default 100 holds)"
+    ), problems
+    assert "expect.limits.constrain_swap_space; Slurm's default true holds" in problems[0]
+    generous = Promise(constrain_ram=True, constrain_swap=True, allowed_swap=800.0)
+    assert loosened(generous, DeclaredLimits()) == [
+        "configured AllowedSwapSpace=800% lets a task swap beyond its --mem: not declared "
+        "(expect.limits.allowed_swap_space; Slurm's default 0 holds)"
+    ]
+
+
+def test_allowed_ram_space_1000_fails_unless_declared_and_names_both_values():
+    """AllowedRAMSpace=1000: task/cgroup writes a 640 MiB limit for --mem=64, the 512 MiB buffer fits and the
+    kernel enforces exactly what the configuration says; by the configuration alone it PASSed. Undeclared: FAIL
+    (the configuration, and every worker by what its kernel allows); declared 1000: PASS, both values shown."""
+    loose = Promise(constrain_ram=True, constrain_swap=True, allowed_ram=1000.0)
+    answers = {w: _v2(640 * MIB, 0, 0, "0", 520 * MIB) for w in ("worker1", "worker2")}
+    assert _judged(loose, answers, declared=parse_limits({"allowed_ram_space": 1000})) == []
+    assert loosened(loose, parse_limits({"allowed_ram_space": 1000})) == []
+    assert loosened(loose, DeclaredLimits()) == [
+        "configured AllowedRAMSpace=1000% lets a task hold more RAM than its --mem: not declared "
+        "(expect.limits.allowed_ram_space; Slurm's default 100 holds)"
+    ]
+    problems = _judged(loose, answers)
+    assert [p.split(":")[0] for p in problems] == ["worker1", "worker2"], problems
+    assert all("hold 640 MiB of RAM and swap, more than the 64 MiB the target allows" in p for p in problems)
+    assert all("AllowedRAMSpace=1000%" in p for p in problems), problems
 
 
 def test_v2_swap_allowed_but_no_memory_limit_fails_naming_the_worker_and_the_configured_values():
     answers = {"worker1": _v2(LIMIT, "max", GIB_KB, "0", LIMIT), "worker2": _v2("max", "max", GIB_KB, "0", 600 * MIB)}
-    problems = _judged(SWAP_ALLOWED, answers)
+    problems = _judged(SWAP_ALLOWED, answers, declared=SWAP_DECLARED)
     assert len(problems) == 1 and problems[0].startswith("worker2: "), problems
     assert (
         f"the kernel limits the task's RAM to max (memory.max=max at {V2}/step_0/user/task_0), not the 64 MiB "
@@ -138,13 +181,13 @@ def test_v2_swap_allowed_but_no_memory_limit_fails_naming_the_worker_and_the_con
 
 def test_swap_allowed_a_survivor_that_held_its_buffer_in_ram_fails():
     """A limit the task's own cgroup ignored: it survived and its peak shows 512 MiB of RAM under a 64 MiB limit."""
-    problems = _judged(SWAP_ALLOWED, {"worker3": _v2(LIMIT, "max", GIB_KB, "0", 520 * MIB)})
+    problems = _judged(SWAP_ALLOWED, {"worker3": _v2(LIMIT, "max", GIB_KB, "0", 520 * MIB)}, declared=SWAP_DECLARED)
     assert problems and problems[0].startswith(
         "worker3: a task that uses 512 MiB with --mem=64 was not killed and held 520 MiB of RAM (memory.peak=520 MiB"
     ), problems
     assert "beyond its RAM limit of 64 MiB" in problems[0]
     lines = [line for line in _v2(LIMIT, "max", GIB_KB, "0", None) if not line.startswith("peak=")]
-    problems = _judged(SWAP_ALLOWED, {"worker3": lines})
+    problems = _judged(SWAP_ALLOWED, {"worker3": lines}, declared=SWAP_DECLARED)
     assert problems and "cannot be shown to have stayed within its RAM limit" in problems[0], problems
 
 
@@ -171,8 +214,12 @@ def test_v1_equivalents():
     # no swap, killed: PASS
     assert _judged(STRICT, {"worker1": _v1(LIMIT, LIMIT, 0, "137", LIMIT)}, _oom("worker1")) == []
     # swap allowed (no memsw limit, or no swap accounting at all) and the task swapped within its limit: PASS
-    assert _judged(SWAP_ALLOWED, {"worker1": _v1(LIMIT, UNLIMITED_V1, GIB_KB, "0", LIMIT - MIB)}) == []
-    assert _judged(SWAP_ALLOWED, {"worker1": _v1(LIMIT, None, GIB_KB, "0", LIMIT)}) == []
+    assert (
+        _judged(SWAP_ALLOWED, {"worker1": _v1(LIMIT, UNLIMITED_V1, GIB_KB, "0", LIMIT - MIB)}, "", SWAP_DECLARED) == []
+    )
+    assert _judged(SWAP_ALLOWED, {"worker1": _v1(LIMIT, None, GIB_KB, "0", LIMIT)}, "", SWAP_DECLARED) == []
+    # the same, undeclared: FAIL
+    assert _judged(SWAP_ALLOWED, {"worker1": _v1(LIMIT, None, GIB_KB, "0", LIMIT)})
     # no RAM limit (ConstrainRAMSpace=yes in the configuration): FAIL naming the worker
     problems = _judged(SWAP_ALLOWED, {"worker2": _v1(UNLIMITED_V1, None, GIB_KB, "0", 540 * MIB)})
     assert problems and problems[0].startswith("worker2: the kernel limits the task's RAM to max"), problems

@@ -45,6 +45,8 @@ def test_pass_with_long_output(slurmflox_state, request):
     latency = float(os.environ.get("SFX_LATENCY", "31.5"))
     values = [Sample("mpi_latency", "w1->w2", latency).as_dict(), Sample("memory_triad", "w2", 4000.0).as_dict()]
     request.node.user_properties.append((METRICS, json.dumps(values)))
+    from pytest_slurmflox.model.evidence import JUDGED
+    request.node.user_properties.append((JUDGED, json.dumps(["configured: OverTimeLimit=8", "declared: 8"])))
 
 
 @pytest.mark.T4
@@ -180,6 +182,9 @@ def test_artifacts_exist_and_validate(pytester, site):
         ("memory_triad", "w2", "MB/s"),
     ]
     assert "metrics" not in checks["test_fail_with_evidence"]
+    # what a check compared rides the same way: a PASS shows both values it was held to
+    assert checks["test_pass_with_long_output"]["judged"] == ["configured: OverTimeLimit=8", "declared: 8"]
+    assert "judged" not in checks["test_fail_with_evidence"]
     assert checks["test_fail_with_evidence"]["verdict"] == "FAIL"
     assert checks["test_skip_with_reason"]["verdict"] == "SKIP"
     assert "fake target has none" in checks["test_skip_with_reason"]["skip_reason"]

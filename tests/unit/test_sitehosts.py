@@ -156,3 +156,20 @@ def test_a_fact_that_catches_exception_does_not_swallow_a_pending_answer():
     workers = Workers(steps, ("w1",), systems=_this_hosts_systems(("w1",)))
     facts = workers.gather({"hostname": content_or_none})
     assert facts["hostname"]["w1"] == Path("/etc/os-release").read_text() and steps.calls == 1
+
+
+def test_a_fact_with_a_bare_except_is_asked_again_once_its_command_ran():
+    """A bare ``except:`` catches the pending signal itself (a BaseException) and answers without running anything:
+    that answer is never taken; the fact is asked again after the step, with its command's real answer."""
+
+    def swallowing(host):
+        try:
+            return host.file("/etc/os-release").content_string
+        except:  # noqa: E722 - what a site may write
+            return "nothing ran"
+
+    steps = LocalSteps()
+    workers = Workers(steps, ("w1", "w2"), systems=_this_hosts_systems(("w1", "w2")))
+    facts = workers.gather({"release": swallowing})
+    text = Path("/etc/os-release").read_text()
+    assert facts["release"] == {"w1": text, "w2": text} and steps.calls == 1

@@ -86,6 +86,9 @@ ROWS = [
     ),
     ("identiy", "{login}identiy: {user: a, uid: 1, gid: 1}\n", "identiy is not a known key (did you mean identity?)"),
     ("substrate", "{login}substrate: exsting\n", "substrate: 'exsting' is not one of local, qemu, existing"),
+    # a YAML loader keeps the last of two keys: the first login (with its user) would be read as never written
+    ("twice", "{login}slurm: {partition: all}\nlogin: {host: h2}\n", "login is given twice (line 2 and line 4)"),
+    ("twice-nested", "{login}slurm:\n  partition: all\n  partition: gpu\n", "slurm.partition is given twice (line 4"),
 ]
 
 

@@ -160,3 +160,17 @@ def test_every_performance_key_is_described_by_its_metric_method():
     declared = targetschema.schema()["properties"]["expect"]["properties"]["performance"]["properties"]
     for name, metric in METRICS.items():
         assert declared[name]["description"].startswith(metric.method + " ("), (name, declared[name]["description"])
+
+
+def test_a_key_given_twice_is_refused_naming_its_path_and_both_lines_where_aliases_are_not(tmp_path: Path):
+    """YAML loaders keep the last of two equal keys silently; read_document refuses it, at any depth (a list's
+    mapping too), and a merge through an anchor is one key, not two."""
+    doc = tmp_path / "site.yaml"
+    doc.write_text("version: 1\nslurm:\n  extra_args: [a]\nrest:\n  url: u\n  url: v\n")
+    with pytest.raises(targetschema.SchemaError, match=r"^rest\.url is given twice \(line 5 and line 6\)"):
+        targetschema.read_document(doc)
+    doc.write_text("version: 1\nx: [{a: 1, b: 2, a: 3}]\n")
+    with pytest.raises(targetschema.SchemaError, match=r"x\[0\]\.a is given twice \(line 2 and line 2\)"):
+        targetschema.read_document(doc)
+    doc.write_text("version: 1\nlogin: &l {host: h, user: u}\nadmin: *l\nkubernetes: {a: *l, b: *l}\n")
+    assert targetschema.read_document(doc)["admin"] == {"host": "h", "user": "u"}

@@ -77,3 +77,27 @@ def test_unlimited_is_never_enforced_and_a_malformed_value_is_refused():
     assert enforcement({}, {"PartitionName": "p"}).over_time == 0  # not shown: Slurm's default
     with pytest.raises(ValueError, match="neither minutes nor UNLIMITED"):
         enforcement({"OverTimeLimit": "soon"}, {})
+
+
+def test_a_loosened_overtime_fails_unless_declared_and_both_values_are_named():
+    """A configured leniency is not a promise: OverTimeLimit=8 (slurm.conf) or 8 on the partition against a target
+    that declares nothing is loosened beyond Slurm's default 0 (a --time=1 job ending at 9.5 minutes would be
+    on time by the configuration); declared 8, or more, it holds; UNLIMITED is loosened whatever is declared."""
+    from pytest_slurmflox.model.declaredlimits import DeclaredLimits, parse_limits
+
+    silent = DeclaredLimits()
+    eight = enforcement(
+        _config("scontrol-show-config-24.11-local.txt", "8 min"), parse_kv_line(PARTITION.format(over="NONE"))
+    )
+    said = eight.loosened(silent)
+    assert said is not None and "run 8 min past its time limit, more than the 0 min the target promises" in said
+    assert "slurm.conf OverTimeLimit=8 min" in said and "Slurm's default 0 holds" in said
+    assert eight.problem(1, START, START + 570) is None  # what the configuration alone would have passed
+    on_partition = enforcement({}, parse_kv_line(PARTITION.format(over="8")))
+    assert "partition debug OverTimeLimit=8" in (on_partition.loosened(silent) or "")
+    assert eight.loosened(parse_limits({"over_time_limit": 8})) is None
+    assert eight.loosened(parse_limits({"over_time_limit": 10})) is None  # stricter than declared is fine
+    assert enforcement({}, {"PartitionName": "p"}).loosened(silent) is None  # the default loosens nothing
+    unlimited = enforcement({}, parse_kv_line(PARTITION.format(over="UNLIMITED")))
+    never = unlimited.loosened(parse_limits({"over_time_limit": 60}))
+    assert never is not None and "OverTimeLimit=UNLIMITED" in never and "over_time_limit=60" in never

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-import pytest
+from _pytest.outcomes import Skipped  # pytest.skip.Exception, by a name mypy knows
 
 from pytest_slurmflox.base.waits import Status
 from pytest_slurmflox.cluster.submit import Jobs
@@ -29,9 +29,14 @@ from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
 class _Step(Protocol):
     """What a step's result shows (``_marks.Marked``): its output, and the lines that carry its mark."""
 
-    stdout: str
-    stderr: str
-    exit_status: int
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+    @property
+    def exit_status(self) -> int: ...
 
     @property
     def own(self) -> list[str]: ...
@@ -47,7 +52,7 @@ SLICE = 25
 _IMMEDIATE = re.compile(r"\s*--immediate(?:=\S+)?")
 
 
-class BusyPastBudget(pytest.skip.Exception):
+class BusyPastBudget(Skipped):
     """NOT RUN: a worker a step needs was held by other jobs for the whole budget. A skip whose reason starts with
     :data:`~pytest_slurmflox.reporting.signoff.NOT_RUN_PREFIX` (the verdict's NOT RUN, never SKIP or FAIL); the message
     names
