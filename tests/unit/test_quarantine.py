@@ -1,0 +1,120 @@
+"""Quarantine's pure rules (pytest_slurmflox/model/quarantine.py): which workers a run drains and with what reason,
+the share that makes a fault the cluster's, reading our reasons back, and which re-tested workers resume."""
+
+from __future__ import annotations
+
+import pytest
+from pytest_slurmflox.model.quarantine import (
+    NodeRecord,
+    WorkerFailure,
+    drain_reason,
+    drained_by,
+    one_line,
+    parse_share,
+    plan,
+    quarantined,
+    retest_set,
+    share_limit,
+    to_resume,
+)
+
+IDLE = NodeRecord("idle")
+
+
+def _cohort(n: int, **records: NodeRecord) -> dict[str, NodeRecord]:
+    nodes = {f"worker{i}": IDLE for i in range(1, n + 1)}
+    nodes.update(records)
+    return nodes
+
+
+def _fail(worker: str, what: str = "TaskProlog exit 0", check: str = "test_fails_closed") -> WorkerFailure:
+    return WorkerFailure(worker, "T3", check, what)
+
+
+@pytest.mark.parametrize(
+    ("cohort", "share", "limit"),
+    [(1, 0.25, 0), (2, 0.25, 1), (3, 0.25, 1), (4, 0.25, 1), (8, 0.25, 2), (64, 0.25, 16), (3, 1.0, 2), (10, 0.3, 3)],
+)
+def test_the_share_allows_a_quarter_rounded_down_at_least_one_and_never_the_whole_cohort(cohort, share, limit):
+    assert share_limit(cohort, share) == limit
+
+
+def test_one_bad_worker_among_three_is_drained_with_the_run_the_check_and_its_line():
+    found = plan("q1", [_fail("worker2", "worker2: TaskProlog\n exit 0 (a task would start)")], _cohort(3), 0.25)
+    assert found.drain == {"worker2": "slurmflox q1: T3 test_fails_closed: worker2: TaskProlog exit 0 (a task would start)"}
+    assert not found.refused and not found.already and found.named == ("worker2",)
+
+
+def test_a_worker_named_by_several_checks_is_drained_once_with_the_first():
+    failures = [_fail("worker2", "first"), _fail("worker2", "second", "test_other")]
+    assert plan("q1", failures, _cohort(4), 0.25).drain == {"worker2": "slurmflox q1: T3 test_fails_closed: first"}
+
+
+def test_every_worker_named_is_a_cluster_fault_and_nothing_is_drained():
+    found = plan("q2", [_fail(f"worker{i}") for i in (1, 2, 3)], _cohort(3), 0.25)
+    assert found.drain == {} and found.named == ("worker1", "worker2", "worker3")
+    assert found.refused.startswith("quarantine refused: the per-worker FAILs name 3 of 3 workers")
+    assert "more than the share 0.25 allows (1)" in found.refused and "nothing drained" in found.refused
+
+
+def test_a_worker_drained_already_is_left_as_it_is_and_one_unknown_to_slurm_is_not_touched():
+    nodes = _cohort(8, worker3=NodeRecord("drained", "disk replaced by ops"))
+    found = plan("q3", [_fail("worker3"), _fail("worker5"), _fail("worker99")], nodes, 0.25)
+    assert found.already == {"worker3": "disk replaced by ops"}
+    assert list(found.drain) == ["worker5"] and found.named == ("worker3", "worker5")
+
+
+def test_nothing_named_plans_nothing():
+    assert plan("q4", [], _cohort(3), 0.25).drain == {}
+    assert plan("q4", [], _cohort(3), 0.25).refused == ""
+
+
+def test_our_reason_read_back_gives_the_run_and_no_other_reason_does():
+    reason = drain_reason("20261206-0411-ab12", _fail("worker2"))
+    assert drained_by(reason) == "20261206-0411-ab12"
+    for other in ("", "disk replaced", "slurmflox", "slurmflox : x", "Slurmflox q1: x", "slurmflox ../x: y"):
+        assert drained_by(other) is None, other
+
+
+def test_one_line_collapses_and_cuts():
+    assert one_line("a\n  b\tc") == "a b c"
+    cut = one_line("x" * 500)
+    assert len(cut) == 160 and cut.endswith("...")
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "1.5", "nan", "a quarter", ""])
+def test_a_share_outside_zero_to_one_is_refused_naming_the_rule(text):
+    with pytest.raises(ValueError, match=r"not a share of the cohort in \(0, 1\]"):
+        parse_share(text)
+
+
+def test_a_share_in_range_is_read():
+    assert parse_share("0.25") == 0.25 and parse_share("1") == 1.0
+
+
+def _slurm() -> dict[str, NodeRecord]:
+    return {
+        "worker1": IDLE,
+        "worker2": NodeRecord("drained", "slurmflox q1: T3 test_fails_closed: exit 0"),
+        "worker3": NodeRecord("drained", "hand drained: fan"),
+        "worker4": NodeRecord("draining", "slurmflox q0: TP test_srun: PATH"),
+    }
+
+
+def test_retest_quarantined_is_every_worker_our_reason_names():
+    tested, left = retest_set("quarantined", _slurm())
+    assert sorted(tested) == ["worker2", "worker4"] and left == {}
+    assert quarantined(_slurm()) == tested
+
+
+def test_retest_by_name_never_takes_a_worker_someone_else_drained():
+    tested, left = retest_set("worker2, worker3,worker1,worker9", _slurm())
+    assert tested == {"worker1": "", "worker2": "slurmflox q1: T3 test_fails_closed: exit 0"}
+    assert "drained by someone else" in left["worker3"] and "never resumed" in left["worker3"]
+    assert left["worker9"] == "not a node of the partition"
+
+
+def test_a_worker_resumes_only_when_nothing_named_it_and_nothing_blocked_the_run():
+    assert to_resume(["worker2", "worker4"], {"worker4": "T3: exit 0"}, "") == {"worker2": None, "worker4": "T3: exit 0"}
+    blocked = to_resume(["worker2"], {}, "T5 test_salloc FAILED naming no worker")
+    assert blocked == {"worker2": "T5 test_salloc FAILED naming no worker"}
