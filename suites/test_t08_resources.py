@@ -214,6 +214,7 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
         "on every worker a task is confined to the CPUs Slurm allocated and cannot move itself to a CPU outside its "
         "allocation: " + "; ".join(problems),
         step.result,
+        workers=problems.workers,
     )
 
 
@@ -251,6 +252,7 @@ def test_job_beyond_its_memory_is_killed_out_of_memory(submit, target, workers):
         f"({promise.shown}): " + "; ".join(problems),
         step.result,
         "\n".join(seen),
+        workers=problems.workers,
     )
 
 

@@ -65,6 +65,7 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
         "no node secret named by the configuration is readable by a task: " + "; ".join(problems),
         shown,
         step.result,
+        workers=problems.workers,
     )
     if target.spec.admin is None:
         return  # the task side is the requirement; presence needs the admin side, which this target declares not
@@ -77,7 +78,10 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
 
     missing = present.wrong(holds)
     requirement(
-        not missing, "each worker holds an authentication key (seen by root): " + "; ".join(missing), present.result
+        not missing,
+        "each worker holds an authentication key (seen by root): " + "; ".join(missing),
+        present.result,
+        workers=missing.workers,
     )
 
 
@@ -126,13 +130,15 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
     every = EveryWorker(f"no credential reaches a task, on each of the {len(workers)} workers")
     for node in workers:
         names = sorted(found.get(node, {}))
-        if not every.holds(bool(names), f"{node}: a task showed its environment"):
+        if not every.holds(node, bool(names), f"{node}: a task showed its environment"):
             continue
         bad = [n for n in names if n.startswith(FORBIDDEN_PREFIXES) or any(w in n for w in FORBIDDEN_WORDS)]
-        every.holds(not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})")
+        every.holds(node, not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})")
         # the names Slurm sets are no blind spot: no redirection (SLURM_CONF, TMPDIR), the same on every worker
         foreign = redirection_problems(found[node], node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
-        every.holds(not foreign, f"{node}: every name Slurm sets in a task has Slurm's value ({'; '.join(foreign)})")
+        every.holds(
+            node, not foreign, f"{node}: every name Slurm sets in a task has Slurm's value ({'; '.join(foreign)})"
+        )
     every.settle(env)
 
 

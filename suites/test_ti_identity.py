@@ -113,4 +113,5 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
         f"({want}): " + "; ".join(problems),
         step.result,
         at_login,
+        workers=problems.workers,
     )

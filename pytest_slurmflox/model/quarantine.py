@@ -163,3 +163,68 @@ def to_resume(tested: Iterable[str], failed: Mapping[str, str], blocked: str) ->
     else why not: the first FAIL that named it, or ``blocked`` (a check that did not PASS without naming a worker:
     a FAIL of the whole step, a SKIP, a NOT RUN, or no check at all)."""
     return {w: failed.get(w) or (blocked or None) for w in sorted(tested)}
+
+
+#: What the run did to a worker (:class:`Action`): drained it, resumed it after its re-test, drained it again
+#: after a re-test that did not pass, or left it as it was.
+DRAINED, RESUMED, DRAINED_AGAIN, LEFT = "drained", "resumed", "drained again", "left as it was"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing the run did (or deliberately did not do) to a worker, when, and the reason Slurm keeps."""
+
+    worker: str
+    action: str
+    reason: str
+    run_id: str
+    at: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "worker": self.worker,
+            "action": self.action,
+            "reason": self.reason,
+            "run_id": self.run_id,
+            "at": self.at,
+        }
+
+    @property
+    def line(self) -> str:
+        return f"{self.worker} {self.action} by run {self.run_id}: {self.reason}"
+
+
+@dataclass
+class Outcome:
+    """What quarantine and re-test did in a run: the actions, and what they declined (``refused``: the share was
+    exceeded, no admin endpoint, Slurm did not answer), said in one line each."""
+
+    actions: list[Action] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def of(self, action: str) -> list[Action]:
+        return [a for a in self.actions if a.action == action]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"actions": [a.as_dict() for a in self.actions], "refused": list(self.refused)}
+
+
+def parse_nodes(text: str) -> dict[str, NodeRecord]:
+    """``sinfo -h -N -o '%N|%T|%E'`` as node -> record (the reason last: it may hold ``|``); a line without two
+    ``|`` (a banner) is not a node."""
+    nodes: dict[str, NodeRecord] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3 and parts[0]:
+            reason = parts[2].strip()
+            nodes[parts[0]] = NodeRecord(parts[1].strip().lower(), "" if reason == "none" else reason)
+    return nodes
+
+
+@dataclass(frozen=True)
+class Retest:
+    """A re-test run's reservation (its name; every job of the run goes there) and the workers it re-tests
+    (worker -> the reason Slurm had on it before, "" when it was not drained)."""
+
+    reservation: str
+    tested: Mapping[str, str]

@@ -25,6 +25,7 @@ import pytest
 
 from ..model.evidence import METRICS
 from ..model.groups import GROUPS
+from ..model.quarantine import FAILED_WORKERS, QUARANTINED
 from ..model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from ..model.workdir import atomic_write
 from .artifacts import (
@@ -40,6 +41,7 @@ from .artifacts import (
 from .charts import charts_html
 from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
+from .quarantine import document, section_html, terminal_lines, with_quarantine
 from .sessionstate import SessionState
 from .signoff import (
     EXCERPT,
@@ -80,6 +82,8 @@ class ReportWriter:
         self.started = time.time()
         self._profile: Profile | None = None
         self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
+        self.failed_workers: dict[str, dict[str, str]] = {}  #: node id -> the workers its FAIL named, as data
+        self.held: dict[str, str] = {}  #: workers the cohort left out as quarantined (worker -> reason)
 
     @property
     def profile(self) -> Profile:
@@ -141,6 +145,10 @@ class ReportWriter:
         for name, value in report_properties(report):  # every later phase's report carries the same list
             if name == METRICS and isinstance(value, str) and value.startswith("["):
                 self.metrics[check.nodeid] = json.loads(value)
+            elif name == FAILED_WORKERS and isinstance(value, str):
+                self.failed_workers[check.nodeid] = {str(w): str(line) for w, line in json.loads(value).items()}
+            elif name == QUARANTINED and isinstance(value, str):
+                self.held.update({str(w): str(why) for w, why in json.loads(value).items()})
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
             report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
@@ -191,7 +199,7 @@ class ReportWriter:
             notes = notes_html([self.redact(note) for note in self.state.notes])
             baselines = charts_html(v for values in self.metrics.values() for v in values)
             top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
-            top += notes
+            top += section_html(self.state.quarantine, self.held) + notes
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
@@ -208,6 +216,7 @@ class ReportWriter:
             deselected=self.state.deselected.groups,
             left_out=self.state.deselected.left_out(self.collector.checks),
         )
+        self.signoff = with_quarantine(self.signoff, self.state.quarantine, self.held, self.state.retest)
         self._update_metadata()
         if self.html_report is not None:
             self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
@@ -254,6 +263,7 @@ class ReportWriter:
                     "not_applicable": list(signoff.not_applicable),
                 },
                 "required_groups": list(signoff.required),
+                "quarantine": document(self.state.quarantine, self.held, self.state.retest),
                 "artifacts": {
                     "html": self.paths.html.name,
                     "junit": self.paths.junit.name,
@@ -279,7 +289,8 @@ class ReportWriter:
             hoist_top(self.paths.html)
         verdict_ok = self.signoff.signed or not self.signoff.requested
         terminalreporter.write_sep("=", "slurmflox sign-off summary", bold=True)
-        for line in [*table_lines(self.profile), *summary_lines(self.signoff, self.state.run_id)]:
+        said = terminal_lines(self.state.quarantine, self.held)
+        for line in [*table_lines(self.profile), *said, *summary_lines(self.signoff, self.state.run_id)]:
             terminalreporter.write_line(line)
         secrets = secret_files(self.state.workdir, self.state.spec)
         leaks = scan_for_secrets(self.paths.artifacts(), secret_needles(secrets))

@@ -4,6 +4,7 @@ the share that makes a fault the cluster's, reading our reasons back, and which 
 from __future__ import annotations
 
 import pytest
+
 from pytest_slurmflox.model.quarantine import (
     NodeRecord,
     WorkerFailure,
@@ -41,7 +42,9 @@ def test_the_share_allows_a_quarter_rounded_down_at_least_one_and_never_the_whol
 
 def test_one_bad_worker_among_three_is_drained_with_the_run_the_check_and_its_line():
     found = plan("q1", [_fail("worker2", "worker2: TaskProlog\n exit 0 (a task would start)")], _cohort(3), 0.25)
-    assert found.drain == {"worker2": "slurmflox q1: T3 test_fails_closed: worker2: TaskProlog exit 0 (a task would start)"}
+    assert found.drain == {
+        "worker2": "slurmflox q1: T3 test_fails_closed: worker2: TaskProlog exit 0 (a task would start)"
+    }
     assert not found.refused and not found.already and found.named == ("worker2",)
 
 
@@ -115,6 +118,9 @@ def test_retest_by_name_never_takes_a_worker_someone_else_drained():
 
 
 def test_a_worker_resumes_only_when_nothing_named_it_and_nothing_blocked_the_run():
-    assert to_resume(["worker2", "worker4"], {"worker4": "T3: exit 0"}, "") == {"worker2": None, "worker4": "T3: exit 0"}
+    assert to_resume(["worker2", "worker4"], {"worker4": "T3: exit 0"}, "") == {
+        "worker2": None,
+        "worker4": "T3: exit 0",
+    }
     blocked = to_resume(["worker2"], {}, "T5 test_salloc FAILED naming no worker")
     assert blocked == {"worker2": "T5 test_salloc FAILED naming no worker"}
