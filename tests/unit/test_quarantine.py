@@ -77,6 +77,10 @@ def test_our_reason_read_back_gives_the_run_and_no_other_reason_does():
     assert drained_by(reason) == "20261206-0411-ab12"
     for other in ("", "disk replaced", "slurmflox", "slurmflox : x", "Slurmflox q1: x", "slurmflox ../x: y"):
         assert drained_by(other) is None, other
+    # the maintenance barrier's own drain (cluster/lifecycle.py) is no quarantine: a re-test never resumes it
+    from pytest_slurmflox.cluster.lifecycle import DRAIN_REASON
+
+    assert drained_by(f"{DRAIN_REASON} to sha256:0123456789ab") is None
 
 
 def test_one_line_collapses_and_cuts():
@@ -124,3 +128,75 @@ def test_a_worker_resumes_only_when_nothing_named_it_and_nothing_blocked_the_run
     }
     blocked = to_resume(["worker2"], {}, "T5 test_salloc FAILED naming no worker")
     assert blocked == {"worker2": "T5 test_salloc FAILED naming no worker"}
+
+
+FAKE = r"""
+import json
+import pytest
+from pytest_slurmflox.cluster.workerfail import fail_naming
+from pytest_slurmflox.model.quarantine import QUARANTINED
+
+pytestmark = pytest.mark.acceptance
+
+
+@pytest.mark.T3
+def test_names_worker2():
+    fail_naming("requirement not met: the TaskProlog refuses: worker2: exit 0", {"worker2": "worker2: exit 0"})
+
+
+@pytest.mark.T5
+def test_held_out(request):
+    request.node.user_properties.append((QUARANTINED, json.dumps({"worker3": "slurmflox q0: T3 test_x: exit 0"})))
+"""
+
+
+def _run(pytester: pytest.Pytester, tmp_path, run_id: str, *args: str):
+    import json
+
+    target = tmp_path / "target.yaml"
+    target.write_text("version: 1\nname: fake\nsubstrate: existing\nlogin: {host: 127.0.0.1, port: 22, user: alice}\n")
+    pytester.makepyfile(test_fake=FAKE)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", f"--slurmflox-target={target}", f"--slurmflox-reports={tmp_path / 'reports'}",
+        f"--slurmflox-run-id={run_id}", *args, str(pytester.path),
+    )  # fmt: skip
+    evidence = tmp_path / "reports" / run_id / "evidence.json"
+    return result, evidence, json.loads(evidence.read_text())
+
+
+def test_a_fail_naming_workers_reaches_the_run_end_as_data_and_without_admin_nothing_is_drained(
+    pytester, tmp_path, monkeypatch
+):
+    """A check's FAIL carries its workers to the run's end (no text parsed); a target without ``admin`` drains
+    nothing and the verdict says why; a worker the cohort held out as quarantined is NOT RUN naming it; the
+    evidence validates against the schema with its ``quarantine`` block."""
+    from pytest_slurmflox.reporting.validation import validate_evidence
+
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(tmp_path / "operator"))
+    result, path, evidence = _run(pytester, tmp_path, "q-noadmin", "--slurmflox-quarantine")
+    out = result.stdout.str()
+    assert "slurmflox quarantine: quarantine needs the target's admin endpoint" in out, out
+    assert "slurmflox quarantine: worker3 held out of the cohort: slurmflox q0: T3 test_x: exit 0" in out, out
+    quarantine = evidence["run"]["quarantine"]
+    assert quarantine["actions"] == [] and quarantine["held"] == {"worker3": "slurmflox q0: T3 test_x: exit 0"}
+    reasons = evidence["run"]["verdict_reasons"]
+    assert any(r.startswith("quarantine needs the target's admin endpoint") for r in reasons), reasons
+    assert "NOT RUN on worker3: quarantined (slurmflox q0: T3 test_x: exit 0); re-test it with " in "\n".join(reasons)
+    assert validate_evidence(path) == []
+    page = (path.parent / "report.html").read_text()
+    assert 'id="slurmflox-quarantine"' in page and "held out (NOT RUN)" in page
+
+
+def test_without_the_option_a_fail_naming_workers_drains_nothing_and_says_nothing(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(tmp_path / "operator"))
+    result, _, evidence = _run(pytester, tmp_path, "q-off")
+    assert evidence["run"]["quarantine"]["refused"] == [], evidence["run"]["quarantine"]
+    assert "quarantine needs" not in result.stdout.str()
+
+
+def test_a_share_out_of_range_is_refused_in_one_line_before_anything_runs(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(tmp_path / "operator"))
+    pytester.makepyfile(test_fake=FAKE)
+    result = pytester.runpytest_inprocess("--slurmflox-quarantine-share=1.5", str(pytester.path))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--slurmflox-quarantine-share: '1.5' is not a share of the cohort in (0, 1]" in result.stderr.str()
