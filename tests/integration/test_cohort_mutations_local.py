@@ -11,6 +11,10 @@ they PASS again.
   sets TMPDIR after the TaskProlog ran, measured on Slurm 24.11.)
 - MPI broken on the third worker only (its pmix plugins hidden, as an image built without them): T6, whose MPI
   world has a rank on every worker, FAILS naming worker3 (it used to run ``-N2`` and pass).
+- Quarantine's loop (T3's fail-closed check, worker TaskPrologs failing open): worker2 alone broken is drained with
+  ``--slurmflox-quarantine``, the reason naming the run and the check; every worker broken drains nothing more (the
+  share is exceeded) and a sign-off names the drained worker2 NOT RUN; restored, ``--slurmflox-retest=quarantined``
+  resumes worker2 and leaves a worker drained by hand with another reason drained.
 
 The cluster is this module's own (private work dir and port; COMPUTE_REPLICAS=3 for its ``up``).
 """
@@ -147,26 +151,23 @@ def _quarantine_of(home: Path, run_id: str) -> dict:
 
 
 def test_quarantine_drains_the_one_broken_worker_and_a_retest_resumes_it(deployment):
-    """The loop on three workers: every worker's TaskProlog failing open, ``--slurmflox-quarantine`` drains nothing
-    (the share is exceeded: one line says so); worker2's alone, it drains worker2 only, the reason naming the run and
-    the check, the run NOT SIGNED OFF naming it; restored, a sign-off while worker2 is still drained is NOT SIGNED
-    OFF naming the quarantine (worker1 and worker3 PASS); worker3 drained by hand with another reason, then
-    ``--slurmflox-retest=quarantined`` resumes worker2 (the evidence names the run that cleared it) and leaves
-    worker3 drained."""
+    """The loop on three workers, in three runs of T3's fail-closed check (one step each):
+
+    1. worker2's TaskProlog failing open, ``--slurmflox-quarantine``: worker2 alone is drained, the reason naming
+       the run and the check, the run NOT SIGNED OFF naming it;
+    2. every worker's TaskProlog failing open, a sign-off with ``--slurmflox-quarantine`` while worker2 is still
+       drained: it is left out of the cohort and the verdict names it NOT RUN (quarantined); worker1 and worker3
+       FAIL the same way, more than the share allows: nothing more is drained, one line says why;
+    3. restored, worker3 drained by hand with another reason, ``--slurmflox-retest=quarantined``: worker2 is
+       re-tested alone and resumed, the evidence naming the run that cleared it; worker3 stays drained."""
     home, workdir, _, _ = deployment
     tag = os.getpid()
-    every = {w: FAIL_OPEN for w in ("worker1", "worker2", "worker3")}
-    run = mutated(deployment, every, *FAILS_CLOSED, "--slurmflox-quarantine", f"--slurmflox-run-id=qall{tag}")
-    assert run.outcomes("failure") == [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"], run.output[-3000:]
-    assert all("drain" not in state for state, _ in _reasons(workdir).values()), _reasons(workdir)
-    refused = [line for line in run.output.splitlines() if "quarantine refused" in line]
-    assert refused and "name 3 of 3 workers" in refused[0] and "nothing drained" in refused[0], run.output[-3000:]
-
-    q1 = f"q1{tag}"
+    q1, q2, r1 = f"q1{tag}", f"q2{tag}", f"r1{tag}"
+    failed = [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"]
     run = mutated(
         deployment, {"worker2": FAIL_OPEN}, *FAILS_CLOSED, "--slurmflox-quarantine", f"--slurmflox-run-id={q1}"
     )
-    assert run.outcomes("failure") == [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"], run.output[-3000:]
+    assert run.outcomes("failure") == failed, run.output[-3000:]
     states = _reasons(workdir)
     assert "drain" in states["worker2"][0], states
     assert states["worker2"][1].startswith(f"slurmflox {q1}: T3 {FAILS_CLOSED_CHECK}: worker2: TaskProlog"), states
@@ -177,29 +178,32 @@ def test_quarantine_drains_the_one_broken_worker_and_a_retest_resumes_it(deploym
     actions = _quarantine_of(home, q1)["actions"]
     assert [(a["worker"], a["action"], a["run_id"]) for a in actions] == [("worker2", "drained", q1)], actions
     print("drained:", states["worker2"])
-
     try:
-        held = run_checks(deployment, *FAILS_CLOSED, "--slurmflox-signoff", f"--slurmflox-run-id=qheld{tag}")
-        assert held.outcomes("passed") == [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"], held.output[-3000:]
-        assert held.rc != 0 and f"NOT RUN on worker2: quarantined (slurmflox {q1}: T3" in held.output, held.output[
-            -3000:
-        ]
-        assert _quarantine_of(home, f"qheld{tag}")["held"] == {"worker2": states["worker2"][1]}
+        every = {w: FAIL_OPEN for w in ("worker1", "worker2", "worker3")}
+        held = mutated(deployment, every, *FAILS_CLOSED, "--slurmflox-signoff", "--slurmflox-quarantine",
+                       f"--slurmflox-run-id={q2}")  # fmt: skip
+        assert held.outcomes("failure") == failed and held.rc != 0, held.output[-3000:]
+        assert f"NOT RUN on worker2: quarantined (slurmflox {q1}: T3" in held.output, held.output[-3000:]
+        refused = [line for line in held.output.splitlines() if "quarantine refused" in line]
+        assert refused and "name 2 of 3 workers (worker1, worker3)" in refused[0], held.output[-3000:]
+        assert "nothing drained" in refused[0], refused
+        assert _quarantine_of(home, q2)["held"] == {"worker2": states["worker2"][1]}
+        states = _reasons(workdir)
+        assert "drain" not in states["worker1"][0] and "drain" not in states["worker3"][0], states
 
         node_sh(workdir, "ctl", "scontrol update nodename=worker3 state=drain reason='ops: fan replaced'")
-        r1 = f"r1{tag}"
         again = run_checks(deployment, *FAILS_CLOSED, "--slurmflox-retest=quarantined", f"--slurmflox-run-id={r1}")
-        assert again.outcomes("passed") == [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"], again.output[-3000:]
+        assert again.outcomes("passed") == failed, again.output[-3000:]
         done = _quarantine_of(home, r1)
         assert [(a["worker"], a["action"], a["run_id"]) for a in done["actions"]] == [("worker2", "resumed", r1)], done
         assert f"cleared by run {r1}" in done["actions"][0]["reason"], done
         states = _reasons(workdir)
         assert "drain" not in states["worker2"][0], states
         assert "drain" in states["worker3"][0] and states["worker3"][1] == "ops: fan replaced", states
-        shown = node_sh(workdir, "ctl", "scontrol -o show reservation 2>&1 || true")
+        shown = node_sh(workdir, "ctl", "scontrol -o show reservation 2>&1; true")
         assert f"sfx-retest-{r1}" not in shown, shown
     finally:
         for worker in ("worker2", "worker3"):
             node_sh(workdir, "ctl", f"scontrol update nodename={worker} state=resume 2>/dev/null; true")
-        node_sh(workdir, "ctl", f"scontrol delete reservation=sfx-retest-r1{tag} 2>/dev/null; true")
-    passes_again(deployment, *FAILS_CLOSED)
+        node_sh(workdir, "ctl", f"scontrol delete reservation=sfx-retest-{r1} 2>/dev/null; true")
+    assert all(state == "idle" for state, _ in _reasons(workdir).values()), _reasons(workdir)
