@@ -200,3 +200,31 @@ def test_a_share_out_of_range_is_refused_in_one_line_before_anything_runs(pytest
     result = pytester.runpytest_inprocess("--slurmflox-quarantine-share=1.5", str(pytester.path))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--slurmflox-quarantine-share: '1.5' is not a share of the cohort in (0, 1]" in result.stderr.str()
+
+
+def test_sinfo_lines_with_reasons_are_read_whole_and_a_banner_is_no_node():
+    from pytest_slurmflox.model.quarantine import parse_nodes
+
+    text = "Welcome to site-a\nworker1|idle|none\nworker2|drained|slurmflox q1: T3 test_x: a|b c\nworker3|mixed|\n"
+    nodes = parse_nodes(text)
+    assert nodes == {
+        "worker1": NodeRecord("idle", ""),
+        "worker2": NodeRecord("drained", "slurmflox q1: T3 test_x: a|b c"),
+        "worker3": NodeRecord("mixed", ""),
+    }
+    assert nodes["worker2"].drained and not nodes["worker3"].drained
+
+
+def test_a_verdict_without_quarantine_is_unchanged_and_one_with_it_is_not_signed_off():
+    from pytest_slurmflox.model.quarantine import DRAINED, Action, Outcome, Retest
+    from pytest_slurmflox.reporting.quarantine import with_quarantine
+    from pytest_slurmflox.reporting.signoff import NOT_SIGNED_OFF, SIGNED_OFF, SignOff
+
+    signed = SignOff(requested=True, verdict=SIGNED_OFF, groups=(), reasons=(), required=())
+    assert with_quarantine(signed, Outcome(), {}, None) is signed
+    drained = Outcome([Action("worker2", DRAINED, "slurmflox q1: T3 test_x: exit 0", "q1", 0.0)])
+    got = with_quarantine(signed, drained, {}, None)
+    assert got.verdict == NOT_SIGNED_OFF
+    assert got.reasons == ("quarantined by this run: worker2 drained (slurmflox q1: T3 test_x: exit 0)",)
+    retest = with_quarantine(signed, Outcome(), {}, Retest("sfx-retest-r1", {"worker2": "slurmflox q1: x"}))
+    assert retest.verdict == NOT_SIGNED_OFF and "a re-test covers worker2 only" in retest.reasons[0]
