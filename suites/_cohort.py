@@ -147,7 +147,11 @@ class Across:
         for node in self.missing:
             if node not in failed:
                 said = f" (srun: {ends[node]})" if node in ends else ""
-                problems.name(node, f"{node}: no line of ours from a task there{aborted}{said}")
+                problem = f"{node}: no line of ours from a task there{aborted}{said}"
+                if failed:  # a step aborted by another worker's launch failure names that worker, not this one
+                    problems.append(problem)
+                else:
+                    problems.name(node, problem)
         for node in self.nodes:
             if self.lines.get(node):
                 problem = judge(node, self.lines[node])
