@@ -109,6 +109,7 @@ def test_realized_path_is_consistent_across_the_cohort(target, workers, expect):
     requirement(len(set(paths.values())) == 1, "one realized path across the whole cohort", str(paths))
 
 
+@pytest.mark.per_worker
 def test_worker_owner_reports_the_pin(target, expect, workers):
     require(target, "worker-pool")
     declared(target, *ENV)

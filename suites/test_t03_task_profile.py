@@ -45,6 +45,7 @@ def profiles(request, target, cohort_hosts):
     return profiles_once(request, target, cohort_hosts)
 
 
+@pytest.mark.per_worker
 def test_profile_is_complete_on_every_worker(profiles, workers):
     found, res = profiles
     every = EveryWorker(f"the task profile is complete on each of the {len(workers)} workers")
@@ -58,6 +59,7 @@ def test_profile_is_complete_on_every_worker(profiles, workers):
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_matches_the_declared_deployment(profiles, workers, expect, target):
     declared(target, *REVISION_INPUTS)
     found, res = profiles
@@ -85,6 +87,7 @@ def test_profile_matches_the_declared_deployment(profiles, workers, expect, targ
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_path_is_the_environments_own_entries_in_order(profiles, target, workers, expect):
     found, res = profiles
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
@@ -99,6 +102,7 @@ def test_profile_path_is_the_environments_own_entries_in_order(profiles, target,
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_exports_exactly_the_allow_listed_values(profiles, target, workers, expect):
     found, res = profiles
     allow = expect.settings.worker_env_exports
@@ -122,6 +126,7 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, workers):
     """In one step on every worker, the TaskProlog that worker's slurm.conf has in force (on a target with a
     declared runtime: ``runtime.task_prolog``, which that slurm.conf must name) is run, read-only, against profiles

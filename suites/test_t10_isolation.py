@@ -48,6 +48,7 @@ def test_tasks_run_as_the_user_not_root(request, submit, workers, login):
     requirement(res.ok and not problems, f"every task runs as uid {me}, not root: " + "; ".join(problems), res)
 
 
+@pytest.mark.per_worker
 def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     """Out of a task's reach is what counts: EACCES on the key, or ENOENT because its directory cannot even be
     entered, is the desired result. The places are the cluster's own (``scontrol show config`` at the
@@ -108,6 +109,7 @@ FORBIDDEN_PREFIXES = ("KUBERNETES_", "FLOXHUB_", "FLOX_FLOXHUB_")
 FORBIDDEN_WORDS = ("TOKEN",)
 
 
+@pytest.mark.per_worker
 def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
     """One step on every worker, ``--export=NONE`` (whatever the task has, the worker side gave it): no credential
     file it can read, and no credential variable in its environment block."""

@@ -45,6 +45,7 @@ def test_declared_revision_is_the_one_the_settings_compute(expect, revision, tar
     )
 
 
+@pytest.mark.per_worker
 def test_every_task_profile_reports_the_expected_revision(request, cohort_hosts, workers, revision, target):
     declared(target, *REVISION_INPUTS)
     profiles, res = profiles_once(request, target, cohort_hosts)  # the reading T3 judges too

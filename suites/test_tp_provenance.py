@@ -160,6 +160,7 @@ def _realized(records, target, submit, workers) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.per_worker
 def test_srun_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     records = _realized(records, target, submit, workers)
     declared(target, PRECEDENCE, EXPORTS)
@@ -174,6 +175,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect, s
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.per_worker
 def test_sbatch_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     records = _realized(records, target, submit, workers)
     declared(target, PRECEDENCE, EXPORTS)
@@ -220,6 +222,7 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect,
         _judge("sbatch", sem, found, nodes, records, expect, slurm_facts, sub, sub_out, *(lost_note if lost else []))
 
 
+@pytest.mark.per_worker
 def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect, target):
     """For every executable the provider recorded in the environment's PATH entries that the base image also has,
     ``command -v`` in a task resolves to the copy the policy picks, on every worker."""

@@ -172,6 +172,7 @@ def _accepted(res) -> str:
     return str(job_id)
 
 
+@pytest.mark.per_worker
 def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers, records, expect):
     """A REST batch job on every worker: a batch step exists once per job, so it is one job per worker, but all
     are submitted at once, waited for together (one state query per tick for all of them) and their outputs read
