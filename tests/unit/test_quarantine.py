@@ -228,3 +228,15 @@ def test_a_verdict_without_quarantine_is_unchanged_and_one_with_it_is_not_signed
     assert got.reasons == ("quarantined by this run: worker2 drained (slurmflox q1: T3 test_x: exit 0)",)
     retest = with_quarantine(signed, Outcome(), {}, Retest("sfx-retest-r1", {"worker2": "slurmflox q1: x"}))
     assert retest.verdict == NOT_SIGNED_OFF and "a re-test covers worker2 only" in retest.reasons[0]
+
+
+def test_a_retest_without_an_admin_endpoint_is_one_line_and_nothing_runs(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMFLOX_WORKDIR", str(tmp_path / "operator"))
+    target = tmp_path / "target.yaml"
+    target.write_text("version: 1\nname: fake\nsubstrate: existing\nlogin: {host: 127.0.0.1, port: 22, user: alice}\n")
+    pytester.makepyfile(test_fake=FAKE)
+    result = pytester.runpytest_inprocess(
+        f"--slurmflox-target={target}", "--slurmflox-retest=quarantined", "-p", "no:cacheprovider", str(pytester.path)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--slurmflox-retest needs the target's admin endpoint (admin:); nothing was run" in result.stderr.str()
