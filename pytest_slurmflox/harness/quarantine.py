@@ -128,15 +128,29 @@ def retest_at_start(config: pytest.Config, state: SessionState) -> None:
             said = "; ".join(f"{w}: {why}" for w, why in left.items()) or "no worker drained by slurmflox"
             raise pytest.UsageError(f"--slurmflox-retest={value}: no worker to re-test ({said}); nothing was run")
         name = f"sfx-retest-{state.run_id}"
-        runner.run(
-            "scontrol create reservation", f"ReservationName={name}", f"Nodes={','.join(tested)}",
-            f"Users={spec.login.user}", "StartTime=now", "Duration=UNLIMITED", "Flags=IGNORE_JOBS", timeout=30,
-        ).check()  # fmt: skip
-        SlurmClient(user=runner, admin=runner).resume(w for w, reason in tested.items() if reason)
+        _reserve_and_resume(runner, name, tested, spec.login.user)
+    except pytest.UsageError:
+        raise
+    except Exception as exc:  # Slurm or the admin endpoint did not answer: one line, nothing left behind
+        raise pytest.UsageError(f"--slurmflox-retest: {one_line(str(exc), 400)}; nothing was run") from None
     finally:
         runner.close()
     state.retest = Retest(name, tested)
     state.spec = with_reservation(spec, name)
+
+
+def _reserve_and_resume(runner: Runner, name: str, tested: Mapping[str, str], user: str) -> None:
+    """The reservation first (the login user only, until the run deletes it), then the drained workers resumed
+    inside it; a resume that fails takes the reservation away again."""
+    runner.run(
+        "scontrol create reservation", f"ReservationName={name}", f"Nodes={','.join(tested)}", f"Users={user}",
+        "StartTime=now", "Duration=UNLIMITED", "Flags=IGNORE_JOBS", timeout=30,
+    ).check()  # fmt: skip
+    try:
+        SlurmClient(user=runner, admin=runner).resume(w for w, reason in tested.items() if reason)
+    except Exception:
+        runner.run("scontrol delete", f"ReservationName={name}", timeout=30)
+        raise
 
 
 def _blocked(checks: list[Check], failed: Mapping, interrupted: bool) -> str:
