@@ -92,9 +92,10 @@ class ExitRules:
     unsigned: bool = False  #: a sign-off was requested and not given: a run of passing checks fails
     leaks: list[str] = field(default_factory=list)  #: secrets found in the artifacts: the run fails regardless
     nothing_ran: bool = False  #: every check was NOT RUN for one reason (the login unreachable): the run fails
+    sign_failed: str = ""  #: a signature was asked for and could not be made (why): the run fails regardless
 
     def settle(self, status: int) -> int:
-        if self.leaks:
+        if self.leaks or self.sign_failed:
             return pytest.ExitCode.TESTS_FAILED
         if (self.unsigned or self.nothing_ran) and status == pytest.ExitCode.OK:
             return pytest.ExitCode.TESTS_FAILED

@@ -33,7 +33,10 @@ from .artifacts import (
     ReportPaths,
     evidence_html,
     externalize,
+    html_extra,
+    iso,
     notes_html,
+    plugin_version,
     report_style,
     scrub,
     summary_html,
@@ -43,6 +46,7 @@ from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .quarantine import document, section_html, terminal_lines, with_quarantine
 from .sessionstate import SessionState
+from .signing import Signer, SigningError, sign_run, signed_html
 from .signoff import (
     EXCERPT,
     Check,
@@ -66,6 +70,7 @@ class SignoffRequest:
 
     requested: bool
     workloads_given: bool
+    signer: Signer | None = None  #: the key that signs the run's manifest (``--slurmflox-sign``), resolved already
 
 
 class ReportWriter:
@@ -151,7 +156,7 @@ class ReportWriter:
                 self.held.update({str(w): str(why) for w, why in json.loads(value).items()})
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
-            report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
+            report.extras = [*getattr(report, "extras", []), html_extra(evidence_html(check.evidence))]
             # JUnit takes the teardown report's properties (the group is among them, set once at collection):
             # the verdict, and the evidence with long outputs linked
             ours = ("slurmflox_evidence", "slurmflox_verdict")
@@ -200,6 +205,7 @@ class ReportWriter:
             baselines = charts_html(v for values in self.metrics.values() for v in values)
             top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
             top += section_html(self.state.quarantine, self.held) + notes
+            top += signed_html(self.request.signer, self.paths.root) if self.request.signer else ""
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
@@ -245,10 +251,10 @@ class ReportWriter:
             "schema": SCHEMA_ID,
             "run": {
                 "id": self.state.run_id,
-                "started": _iso(self.started),
-                "finished": _iso(finished),
+                "started": iso(self.started),
+                "finished": iso(finished),
                 "duration": round(finished - self.started, 3),
-                "tool": {"name": __package__, "version": _plugin_version(), "pytest": pytest.__version__},
+                "tool": {"name": __package__, "version": plugin_version(), "pytest": pytest.__version__},
                 "target": self._env_rows(),
                 "exit_status": exit_status,
                 "signoff_requested": signoff.requested,
@@ -303,6 +309,28 @@ class ReportWriter:
             green=verdict_ok and not leaks,
             red=not verdict_ok or bool(leaks),
         )
+        if self.request.signer is not None and not leaks:  # last: every artifact is written and final
+            self._sign(terminalreporter, self.request.signer)
+
+    def _sign(self, terminalreporter: Any, signer: Signer) -> None:
+        """Sign the run's folder (reporting/signing.py); a signature that cannot be made fails the run."""
+        assert self.signoff is not None
+        state = self.state
+        try:
+            made = sign_run(
+                self.paths.root,
+                signer,
+                run_id=state.run_id,
+                plugin=f"pytest-slurmflox {plugin_version()}",
+                verdict=self.signoff.headline,
+                target=state.target_path,
+                target_source=state.target_source,
+            )
+        except (SigningError, OSError) as exc:
+            state.exit.sign_failed = str(exc)
+            terminalreporter.write_line(f"slurmflox: NOT SIGNED: {exc}", red=True, bold=True)
+            return
+        terminalreporter.write_line(f"slurmflox: signed with {signer.describe()}: {made}")
 
 
 def register_report_writer(
@@ -362,25 +390,3 @@ def _redact_property(name: str, value: Any, redact: Redactor) -> Any:
         except ValueError:
             return json.dumps([{"command": "(unreadable evidence)", "stdout": redact(value)[:EXCERPT]}])
     return redact(value)
-
-
-def _html_extra(content: str) -> dict[str, Any]:
-    try:
-        from pytest_html import extras
-
-        return dict(extras.html(content))
-    except ImportError:  # pragma: no cover - pytest-html is a dependency
-        return {"name": "evidence", "format_type": "html", "content": content, "mime_type": None, "extension": None}
-
-
-def _plugin_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("pytest-slurmflox")
-    except Exception:
-        return "unknown"
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
