@@ -26,6 +26,7 @@ from .harness.options import (
     EarlyOptions,
     add_options,
     checked_busy_timeout,
+    checked_quarantine_share,
     checked_signer,
     checked_up,
     checked_workloads,
@@ -122,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
     apply_default_workers(config)
     checked_workloads(config)
     checked_busy_timeout(config)
+    checked_quarantine_share(config)
     outlier_ratios(config)
     config.pluginmanager.register(session, "slurmflox-session")
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
@@ -156,3 +158,5 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput["slurmflox_target"] = str(state.target_path)
         node.workerinput["slurmflox_target_source"] = state.target_source
         node.workerinput["slurmflox_substrate"] = state.substrate
+    if state.retest is not None:  # every job of a re-test goes to its reservation (harness/quarantine.py)
+        node.workerinput["slurmflox_retest_reservation"] = state.retest.reservation

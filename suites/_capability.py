@@ -11,6 +11,7 @@ Everything else is a :func:`requirement` that FAILs with the evidence that decid
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.model.evidence import JUDGED
+from pytest_slurmflox.cluster.workerfail import fail_naming
 
 
 def declared_nodeset(target) -> dict:
@@ -59,10 +61,14 @@ def declared(target, *keys: str) -> None:
         )
 
 
-def requirement(ok: bool, requirement: str, *evidence: Result | str) -> None:
-    """Assert a requirement; the failure names it and shows the evidence that decided it."""
+def requirement(ok: bool, requirement: str, *evidence: Result | str, workers: Mapping[str, str] | None = None) -> None:
+    """Assert a requirement; the failure names it and shows the evidence that decided it. A per-worker requirement
+    gives ``workers`` (worker -> what it missed there): the FAIL then carries them as data (cluster/workerfail.py),
+    which is what quarantine drains; every FAIL of a per-worker requirement that names workers must give them."""
     if ok:
         return
+    if workers is not None:
+        fail_naming(unmet(requirement, *evidence), workers)
     pytest.fail(unmet(requirement, *evidence), pytrace=False)
 
 
@@ -90,18 +96,22 @@ class EveryWorker:
 
     what: str
     unmet_parts: list[str] = field(default_factory=list)
+    #: each worker that missed a part, with its first unmet part (the FAIL carries them: what quarantine drains)
+    named: dict[str, str] = field(default_factory=dict)
 
-    def holds(self, ok: bool, part: str) -> bool:
-        """Record ``part`` (``"<worker>: <what it must show>"``) as unmet unless ``ok``; return ``ok``, so a
+    def holds(self, worker: str, ok: bool, part: str) -> bool:
+        """Record ``part`` (what ``worker`` must show, naming it) as unmet unless ``ok``; return ``ok``, so a
         worker's later parts that depend on this one can be passed over."""
         if not ok:
             self.unmet_parts.append(part)
+            self.named.setdefault(worker, part)
         return ok
 
     def settle(self, *evidence: Result | str) -> None:
-        """FAIL naming :attr:`what` and every unmet part, with the evidence that decided them; nothing when all
-        held."""
-        requirement(not self.unmet_parts, f"{self.what}: " + "; ".join(self.unmet_parts), *evidence)
+        """FAIL naming :attr:`what` and every unmet part, with the evidence that decided them and the workers as
+        data; nothing when all held."""
+        text = f"{self.what}: " + "; ".join(self.unmet_parts)
+        requirement(not self.unmet_parts, text, *evidence, workers=self.named)
 
 
 def exec_refused(target, refused, *, declared_access: bool) -> None:

@@ -33,28 +33,35 @@ PREFLIGHT_DEADLINE = 20
 
 
 def partition_nodes(target) -> tuple[dict[str, str], Result]:
-    """Every node Slurm lists in the target's partition, with its state (whatever the state)."""
-    res = target.login.run(quoted("sinfo -h -N -p %s -o '%%N|%%T'", target.spec.partition))
+    """Every node Slurm lists in the target's partition, with its state (whatever the state); the answer's lines
+    carry each node's reason too (``%E``, last)."""
+    res = target.login.run(quoted("sinfo -h -N -p %s -o '%%N|%%T|%%E'", target.spec.partition))
     return node_states(res.stdout), res
 
 
 def node_states(text: str) -> dict[str, str]:
-    """``sinfo -h -N -o '%N|%T'`` output as node -> state (lower case): one line per node, whatever order and
-    however many (no host list to expand); a line without ``|`` (a site's banner) is not a node."""
+    """``sinfo -h -N -o '%N|%T'`` output (a reason column after it is ignored) as node -> state (lower case): one
+    line per node, whatever order and however many (no host list to expand); a line without ``|`` (a site's banner)
+    is not a node."""
     nodes: dict[str, str] = {}
     for line in text.splitlines():
         name, sep, state = line.strip().partition("|")
         if sep:
-            nodes[name] = state.lower()
+            nodes[name] = state.split("|", 1)[0].lower()
     return nodes
 
 
-def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
+def cohort(target, held: dict[str, str] | None = None) -> tuple[list[str], list[str], list[Result | str]]:
     """The worker cohort: what Slurm lists in the partition, cross-checked with what the owner (NodeSet or local
     pool) lists. Returns (every node of either list, problems naming each node, evidence). A node in the
     partition the owner does not list, a listed worker Slurm does not have, or a worker that does not serve is a
-    problem; none of them is dropped from the list, so per-worker checks still reach every node."""
+    problem; none of them is dropped from the list, so per-worker checks still reach every node. A worker this tool
+    quarantined (drained with a ``slurmflox <run id>: `` reason, model/quarantine.py) is left out of both lists and
+    put in ``held`` (worker -> Slurm's reason): the run judges the others, and the verdict names it NOT RUN."""
+    from pytest_slurmflox.model.quarantine import parse_nodes, quarantined
+
     nodes, res = partition_nodes(target)
+    ours = quarantined(parse_nodes(res.stdout))
     evidence: list[Result | str] = [res]
     problems: list[str] = []
     # Throwaway workers a check starts on purpose (TF, possibly concurrently under xdist) are the owner's, listed
@@ -68,6 +75,13 @@ def cohort(target) -> tuple[list[str], list[str], list[Result | str]]:
         evidence += within.evidence
         problems += within.problems
         nodes = {n: within.state(s) for n, s in nodes.items() if n in within.nodes}
+    ours = {n: why for n, why in ours.items() if n in nodes}
+    if ours:
+        evidence.append("quarantined (not cohort): " + "; ".join(f"{n} ({why})" for n, why in ours.items()))
+        nodes = {n: s for n, s in nodes.items() if n not in ours}
+        isolated = isolated | set(ours)
+        if held is not None:
+            held.update(ours)
     if not res.ok:
         return [], [f"sinfo failed on the login endpoint (exit {res.exit_status})"], evidence
     if not nodes:
@@ -120,25 +134,43 @@ class Across:
             for node, task, why in re.findall(r"srun: error: ([^:\s]+): task (\d+): ([^\n]*)", text)
         }
 
-    def wrong(self, judge: Callable[[str, list[str]], str | None]) -> list[str]:
+    def wrong(self, judge: Callable[[str, list[str]], str | None]) -> Problems:
         """``judge(node, lines)`` for every worker, in cohort order: the problems (each naming its worker), a
         missing worker included with srun's word on its task (and, when the step did not launch, the worker that
-        stopped it first)."""
+        stopped it first); :attr:`Problems.workers` holds the same by worker, as data."""
         failed = self.launch_failed
-        problems = [f"{node}: the step could not launch there ({why})" for node, why in failed.items()]
+        problems = Problems()
+        for node, why in failed.items():
+            problems.name(node, f"{node}: the step could not launch there ({why})")
         aborted = f" (the step was aborted: it could not launch on {', '.join(failed)})" if failed else ""
         ends = {} if failed else self.task_ends
-        problems += [
-            f"{node}: no line of ours from a task there{aborted}" + (f" (srun: {ends[node]})" if node in ends else "")
-            for node in self.missing
-            if node not in failed
-        ]
+        for node in self.missing:
+            if node not in failed:
+                said = f" (srun: {ends[node]})" if node in ends else ""
+                problem = f"{node}: no line of ours from a task there{aborted}{said}"
+                if failed:  # a step aborted by another worker's launch failure names that worker, not this one
+                    problems.append(problem)
+                else:
+                    problems.name(node, problem)
         for node in self.nodes:
             if self.lines.get(node):
                 problem = judge(node, self.lines[node])
                 if problem:
-                    problems.append(f"{node}: {problem}")
+                    problems.name(node, f"{node}: {problem}")
         return problems
+
+
+class Problems(list[str]):
+    """A step's problems, each naming its worker, and :attr:`workers`: worker -> its first problem (what a FAIL
+    carries as data: suites/_capability.py ``requirement(..., workers=...)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workers: dict[str, str] = {}
+
+    def name(self, worker: str, problem: str) -> None:
+        self.append(problem)
+        self.workers.setdefault(worker, problem)
 
 
 def across(jobs, nodes: Iterable[str], script: str, *, args: str = "", timeout: float = 180.0) -> Across:

@@ -54,7 +54,17 @@ def workers(target, slurmflox_state, busy_timeout: float) -> list[str]:
     if verdict.get("busy"):
         pytest.skip(verdict["busy"])  # NOT RUN (its text starts with signoff.NOT_RUN_PREFIX), never FAIL
     slurmflox_state.worker_systems.update(verdict.get("systems") or {})  # worker Hosts start from them
+    slurmflox_state.held.update(verdict.get("quarantined") or {})
     return list(verdict["nodes"])
+
+
+def _counted(target, nodes: list[str], held: dict[str, str]) -> dict[str, str]:
+    """The quarantined workers the cohort still counts: all of them, unless the target declares ``expect.replicas``
+    and the cohort without them has that many (the owner no longer counts them)."""
+    from pytest_slurmflox.model.declared import REPLICAS, missing
+
+    declared = not missing(target.spec.declared, (REPLICAS,))
+    return {} if held and declared and len(nodes) >= target.spec.expect.replicas else held
 
 
 def _decide_cohort(target, state, busy_timeout: float) -> dict:
@@ -62,10 +72,12 @@ def _decide_cohort(target, state, busy_timeout: float) -> dict:
     "busy": None or why the checks are NOT RUN (a worker other jobs held for the whole budget)}``."""
     from pytest_slurmflox.cluster.submit import Jobs
 
-    nodes, problems, evidence = cohort(target)
+    held: dict[str, str] = {}
+    nodes, problems, evidence = cohort(target, held)
     if problems:
         failure = unmet("the cohort is exactly the ready workers the owner lists: " + "; ".join(problems), *evidence)
         return {"nodes": nodes, "failure": failure, "busy": None}
+    counted = _counted(target, nodes, held)
     jobs = Jobs.of(target, state.run_id, "preflight", busy_timeout=busy_timeout, records=state.records)
     try:
         pre = preflight_step(jobs, nodes)
@@ -74,7 +86,7 @@ def _decide_cohort(target, state, busy_timeout: float) -> dict:
     finally:
         jobs.cleanup()
     if not pre.silent:
-        return {"nodes": nodes, "failure": None, "busy": None, "systems": pre.systems}
+        return {"nodes": nodes, "failure": None, "busy": None, "systems": pre.systems, "quarantined": counted}
     silent, step = pre.silent, pre.step
     _, problems, evidence = cohort(target)  # a worker that stopped serving while the step waited: named by its state
     if problems:
@@ -105,6 +117,18 @@ def _cohort_preflight(workers: list[str]) -> None:
     before the first check. A drained, unready, unregistered or foreign worker (or a login/controller that does not
     answer) FAILS the first check's setup naming the cause, and pytest re-raises the same cached failure for every
     later check at once: each is reported blocked with that reason instead of waiting for its own job timeout."""
+
+
+@pytest.fixture(autouse=True)
+def _quarantined_said(request, _cohort_preflight, slurmflox_state) -> None:
+    """Each check's report names the workers the cohort left out because this tool quarantined them (the verdict
+    makes them NOT RUN, pytest_slurmflox/reporting/quarantine.py), as data."""
+    import json
+
+    from pytest_slurmflox.model.quarantine import QUARANTINED
+
+    if slurmflox_state.held:
+        request.node.user_properties.append((QUARANTINED, json.dumps(slurmflox_state.held)))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -109,6 +109,7 @@ def test_realized_path_is_consistent_across_the_cohort(target, workers, expect):
     requirement(len(set(paths.values())) == 1, "one realized path across the whole cohort", str(paths))
 
 
+@pytest.mark.per_worker
 def test_worker_owner_reports_the_pin(target, expect, workers):
     require(target, "worker-pool")
     declared(target, *ENV)
@@ -116,7 +117,7 @@ def test_worker_owner_reports_the_pin(target, expect, workers):
     every = EveryWorker(f"the owner records the pin on each of the {len(workers)} workers")
     for node in workers:
         w = infos.get(node)
-        every.holds(w is not None and w.environment == expect.environment,
+        every.holds(node, w is not None and w.environment == expect.environment,
                     f"worker {node} annotated with {expect.environment} ({w})")  # fmt: skip
     every.settle(f"the owner's records: {sorted(infos)}")
 

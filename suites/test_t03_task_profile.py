@@ -47,19 +47,21 @@ def profiles(request, target, cohort_hosts):
     return profiles_once(request, target, cohort_hosts)
 
 
+@pytest.mark.per_worker
 def test_profile_is_complete_on_every_worker(profiles, workers):
     found, res = profiles
     every = EveryWorker(f"the task profile is complete on each of the {len(workers)} workers")
     for node in workers:
         files = found.get(node)
-        if not every.holds(files is not None, f"{node}: a task can read its profile"):
+        if not every.holds(node, files is not None, f"{node}: a task can read its profile"):
             continue
-        every.holds("__missing__" not in files, f"{node}: all profile files present")
-        every.holds(files.get("schema") == [TASK_PROFILE_SCHEMA], f"{node}: schema {TASK_PROFILE_SCHEMA}")
-        every.holds(len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written")
+        every.holds(node, "__missing__" not in files, f"{node}: all profile files present")
+        every.holds(node, files.get("schema") == [TASK_PROFILE_SCHEMA], f"{node}: schema {TASK_PROFILE_SCHEMA}")
+        every.holds(node, len(files.get("revision", [])) == 1, f"{node}: completion marker (revision) written")
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_matches_the_declared_deployment(profiles, workers, expect, target):
     declared(target, *REVISION_INPUTS)
     found, res = profiles
@@ -79,14 +81,15 @@ def test_profile_matches_the_declared_deployment(profiles, workers, expect, targ
     every = EveryWorker(f"the task profile is the declared deployment's on each of the {len(workers)} workers")
     for node in workers:
         files = found.get(node, {})
-        every.holds(files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}")
-        every.holds(files.get("revision") == [revision], f"{node}: revision {revision} (computed)")
-        every.holds(files.get("image") == [expect.image], f"{node}: image {expect.image}")
-        every.holds(files.get("activate-mode") == [s.worker_flox_activate_mode], f"{node}: activation mode")
-        every.holds(files.get("path-precedence") == [s.worker_path_precedence], f"{node}: PATH policy")
+        every.holds(node, files.get("environment") == [expect.environment], f"{node}: environment {expect.environment}")
+        every.holds(node, files.get("revision") == [revision], f"{node}: revision {revision} (computed)")
+        every.holds(node, files.get("image") == [expect.image], f"{node}: image {expect.image}")
+        every.holds(node, files.get("activate-mode") == [s.worker_flox_activate_mode], f"{node}: activation mode")
+        every.holds(node, files.get("path-precedence") == [s.worker_path_precedence], f"{node}: PATH policy")
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_path_is_the_environments_own_entries_in_order(profiles, target, workers, expect):
     found, res = profiles
     records = runtimes(target, workers, expect.settings.worker_flox_activate_mode)
@@ -94,13 +97,14 @@ def test_profile_path_is_the_environments_own_entries_in_order(profiles, target,
     every = EveryWorker(f"the task profile's paths are the environment's on each of the {len(records)} workers")
     for node, rt in records.items():
         files = found.get(node, {})
-        every.holds(files.get("realized-path") == [rt.realized_path], f"{node}: realized path is the provider's "
+        every.holds(node, files.get("realized-path") == [rt.realized_path], f"{node}: realized path is the provider's "
                     f"{rt.realized_path}")  # fmt: skip
-        every.holds(files.get("path") == list(rt.path), f"{node}: PATH entries are exactly the environment's, in "
+        every.holds(node, files.get("path") == list(rt.path), f"{node}: PATH entries are exactly the environment's, in "
                     f"order: {list(rt.path)}")  # fmt: skip
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_profile_exports_exactly_the_allow_listed_values(profiles, target, workers, expect):
     found, res = profiles
     allow = expect.settings.worker_env_exports
@@ -111,11 +115,12 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
         lines = found.get(node, {}).get("exports", [])
         got = dict(line.partition("=")[::2] for line in lines)
         want = expected_exports(allow, rt)
-        every.holds(len(got) == len(lines), f"{node}: each export appears once")
+        every.holds(node, len(got) == len(lines), f"{node}: each export appears once")
         extra = sorted(set(got) - set(want))
         missing = sorted(set(want) - set(got))
         wrong = sorted(n for n in set(got) & set(want) if got[n] != want[n])
         every.holds(
+            node,
             not extra and not missing and not wrong,
             f"{node}: exports are exactly the allow-listed {sorted(want)} with the environment's values "
             f"(extra {extra}, missing {missing}, wrong {wrong}; allow-list {list(allow)})",
@@ -123,6 +128,7 @@ def test_profile_exports_exactly_the_allow_listed_values(profiles, target, worke
     every.settle(res)
 
 
+@pytest.mark.per_worker
 def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, workers):
     """In one step on every worker, the TaskProlog that worker's slurm.conf has in force (on a target with a
     declared runtime: ``runtime.task_prolog``, which that slurm.conf must name; on a target silent about it: the
@@ -149,4 +155,5 @@ def test_task_prolog_in_force_fails_closed_on_every_worker(target, submit, worke
         f"({', '.join(_failclosed.CASES.values())}): " + "; ".join(problems),
         f"the TaskProlog in force: {in_force}",
         step.result,
+        workers=problems.workers,
     )

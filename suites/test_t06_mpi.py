@@ -114,6 +114,7 @@ def test_mpi_ranks_on_every_worker(request, submit, target, workers):
         (step.result.ok or not whole) and not problems,
         f"one MPI world ({program}) with a rank on each of the {n} workers: " + "; ".join(problems),
         step.result,
+        workers=problems.workers,
     )
 
 

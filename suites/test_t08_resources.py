@@ -207,6 +207,7 @@ def _binding_problem(lines: list[str]) -> str | None:
     return None
 
 
+@pytest.mark.per_worker
 def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
     """On every worker, in one step (one one-CPU task per worker): the task may run on exactly the CPU(s) Slurm
     allocated (Cpus_allowed_list) and cannot move itself to any other online CPU (the node's cpuset refuses it)."""
@@ -225,9 +226,11 @@ def test_job_is_confined_to_its_allocated_cpus(submit, target, workers):
         "on every worker a task is confined to the CPUs Slurm allocated and cannot move itself to a CPU outside its "
         "allocation: " + "; ".join(problems),
         step.result,
+        workers=problems.workers,
     )
 
 
+@pytest.mark.per_worker
 def test_job_beyond_its_memory_is_killed_out_of_memory(request, submit, target, workers):
     """On every worker, in one step with --mem=64 per worker: 8 MiB fit, and a 512 MiB buffer ends as the cluster's
     own configuration says (pytest_slurmflox/judges/memlimit.py). The promise is cgroup.conf as Slurm reports it
@@ -270,6 +273,7 @@ def test_job_beyond_its_memory_is_killed_out_of_memory(request, submit, target, 
         f"({promise.shown}): " + "; ".join(problems),
         step.result,
         "\n".join(seen),
+        workers=problems.workers,
     )
 
 

@@ -61,6 +61,7 @@ def test_tasks_run_as_the_user_not_root(request, submit, workers, login):
     requirement(res.ok and not problems, f"every task runs as uid {me}, not root: " + "; ".join(problems), res)
 
 
+@pytest.mark.per_worker
 def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
     """Out of a task's reach is what counts: EACCES on the key, or ENOENT because its directory cannot even be
     entered, is the desired result. The places are the cluster's own (``scontrol show config`` at the
@@ -78,6 +79,7 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
         "no node secret named by the configuration is readable by a task: " + "; ".join(problems),
         shown,
         step.result,
+        workers=problems.workers,
     )
     if target.spec.admin is None:
         return  # the task side is the requirement; presence needs the admin side, which this target declares not
@@ -90,7 +92,10 @@ def test_tasks_cannot_read_node_secrets(submit, workers, target, login):
 
     missing = present.wrong(holds)
     requirement(
-        not missing, "each worker holds an authentication key (seen by root): " + "; ".join(missing), present.result
+        not missing,
+        "each worker holds an authentication key (seen by root): " + "; ".join(missing),
+        present.result,
+        workers=missing.workers,
     )
 
 
@@ -142,6 +147,7 @@ FORBIDDEN_PREFIXES = ("KUBERNETES_", "FLOXHUB_", "FLOX_FLOXHUB_")
 FORBIDDEN_WORDS = ("TOKEN",)
 
 
+@pytest.mark.per_worker
 def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
     """One step on every worker, ``--export=NONE`` (whatever the task has, the worker side gave it): no credential
     file it can read, and no credential variable in its environment block."""
@@ -164,13 +170,15 @@ def test_tasks_see_no_pod_or_floxhub_credentials(submit, workers):
     every = EveryWorker(f"no credential reaches a task, on each of the {len(workers)} workers")
     for node in workers:
         names = sorted(found.get(node, {}))
-        if not every.holds(bool(names), f"{node}: a task showed its environment"):
+        if not every.holds(node, bool(names), f"{node}: a task showed its environment"):
             continue
         bad = [n for n in names if n.startswith(FORBIDDEN_PREFIXES) or any(w in n for w in FORBIDDEN_WORDS)]
-        every.holds(not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})")
+        every.holds(node, not bad, f"{node}: no credential or KUBERNETES_* variable reaches a task (found {bad})")
         # the names Slurm sets are no blind spot: no redirection (SLURM_CONF, TMPDIR), the same on every worker
         foreign = redirection_problems(found[node], node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
-        every.holds(not foreign, f"{node}: every name Slurm sets in a task has Slurm's value ({'; '.join(foreign)})")
+        every.holds(
+            node, not foreign, f"{node}: every name Slurm sets in a task has Slurm's value ({'; '.join(foreign)})"
+        )
     every.settle(env)
 
 

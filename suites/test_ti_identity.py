@@ -78,6 +78,7 @@ def test_workers_hold_no_local_account_for_the_user(submit, workers, login):
     )
 
 
+@pytest.mark.per_worker
 def test_shared_home_files_owned_correctly(submit, workers, login, expect, target, run_id):
     declared(target, HOME, *IDENTITY)
     if not expect.settings.worker_home_path:
@@ -113,4 +114,5 @@ def test_shared_home_files_owned_correctly(submit, workers, login, expect, targe
         f"({want}): " + "; ".join(problems),
         step.result,
         at_login,
+        workers=problems.workers,
     )

@@ -100,10 +100,10 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
     for node, task in tasks.items():
         problems = redirection_problems(task, node, facts, submit_dir=submit_env.get("PWD"), tmpdir=tmpdir)
         problems += odd.get(node, [])
-        every.holds(not problems, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(problems)})")
+        every.holds(node, not problems, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(problems)})")
     for node in workers:
         task = found.get(node)
-        if not every.holds(task is not None, f"a task ran on {node} and showed its environment"):
+        if not every.holds(node, task is not None, f"a task ran on {node} and showed its environment"):
             continue
         problems = task_env_problems(
             task,
@@ -115,7 +115,9 @@ def _judge(kind: str, sem: Semantics, found: dict, workers, records, expect, fac
             varlist=sem.varlist,
             login=logins.get(node),
         )
-        every.holds(not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})")
+        every.holds(
+            node, not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})"
+        )
     every.settle(*evidence)
 
 
@@ -158,6 +160,7 @@ def _realized(records, target, submit, workers) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.per_worker
 def test_srun_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     records = _realized(records, target, submit, workers)
     declared(target, PRECEDENCE, EXPORTS)
@@ -172,6 +175,7 @@ def test_srun_task_environment(mode, submit, target, workers, records, expect, s
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.per_worker
 def test_sbatch_task_environment(mode, submit, target, workers, records, expect, slurm_facts):
     records = _realized(records, target, submit, workers)
     declared(target, PRECEDENCE, EXPORTS)
@@ -218,6 +222,7 @@ def test_sbatch_task_environment(mode, submit, target, workers, records, expect,
         _judge("sbatch", sem, found, nodes, records, expect, slurm_facts, sub, sub_out, *(lost_note if lost else []))
 
 
+@pytest.mark.per_worker
 def test_command_in_environment_and_image_resolves_per_policy(submit, workers, records, expect, target):
     """For every executable the provider recorded in the environment's PATH entries that the base image also has,
     ``command -v`` in a task resolves to the copy the policy picks, on every worker."""
@@ -240,12 +245,12 @@ def test_command_in_environment_and_image_resolves_per_policy(submit, workers, r
     prepend = expect.settings.worker_path_precedence == "prepend"
     for node in workers:
         dups = [[*line.split(), "<none>"][:4] for line in seen.get(node, []) if line.startswith("DUP ")]
-        every.holds(bool(dups), f"{node}: the shadowed command exists there too")
+        every.holds(node, bool(dups), f"{node}: the shadowed command exists there too")
         for _, name, flox_path, resolved in dups:
             if prepend:
-                every.holds(resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)")
+                every.holds(node, resolved == flox_path, f"{node}: {name} resolves to the environment's copy (prepend)")
             else:
-                every.holds(resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)")
+                every.holds(node, resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)")
     every.settle(res)
 
 

@@ -172,6 +172,7 @@ def _accepted(res) -> str:
     return str(job_id)
 
 
+@pytest.mark.per_worker
 def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers, records, expect):
     """A REST batch job on every worker: a batch step exists once per job, so it is one job per worker, but all
     are submitted at once, waited for together (one state query per tick for all of them) and their outputs read
@@ -203,10 +204,10 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers,
     every = EveryWorker(f"[REST] the task environment is the computed one on each of the {len(workers)} workers")
     for node in workers:
         task = found.get(node)
-        if not every.holds(task is not None, f"the REST job ran on {node} and showed its environment"):
+        if not every.holds(node, task is not None, f"the REST job ran on {node} and showed its environment"):
             continue
         foreign = redirection_problems(task, node, facts, submit_dir=None, tmpdir=None) + odd.get(node, [])
-        every.holds(not foreign, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(foreign)})")
+        every.holds(node, not foreign, f"on {node} every name Slurm sets has Slurm's value ({'; '.join(foreign)})")
         problems = task_env_problems(
             task,
             env,
@@ -215,7 +216,9 @@ def test_rest_job_has_the_sbatch_task_environment(rest, submit, target, workers,
             allow_list=s.worker_env_exports,
             runtime=records[node],
         )
-        every.holds(not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})")
+        every.holds(
+            node, not problems, f"the task environment on {node} is exactly the computed one ({'; '.join(problems)})"
+        )
     every.settle(out)
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from ..cluster.submit import is_run_id
 from ..model.groups import DESTRUCTIVE_GROUPS
+from ..model.quarantine import DEFAULT_SHARE
 from ..model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from ..model.workdir import Workdir, WorkerRevisionFile
 from ..reporting.signing import Signer
@@ -143,6 +144,23 @@ OPTIONS: tuple[Option, ...] = (
         "slurmflox-save-baseline",
         "group TB: write this run's metrics to this file as a target file's expect.performance block (a file that "
         "exists is left as it is)",
+    ),
+    Option(
+        "slurmflox-quarantine",
+        "at the run's end, drain (Slurm DRAIN, reason 'slurmflox <run id>: <group> <check>: ...') each worker a FAIL "
+        "of a per-worker requirement named, through the target's admin endpoint; never more than "
+        "--slurmflox-quarantine-share of the cohort (then nothing is drained, and the run says why)",
+        kind="bool",
+    ),
+    Option(
+        "slurmflox-quarantine-share",
+        "the share of the cohort one run may quarantine, in (0, 1]: rounded down, at least one worker, never all",
+        default=str(DEFAULT_SHARE),
+    ),
+    Option(
+        "slurmflox-retest",
+        "re-test these workers (worker2,worker7) or every worker this tool drained (quarantined) in a reservation of "
+        "the run's own; each resumes only when every check PASSes on it, one drained by someone else never",
     ),
     Option(
         "slurmflox-workers",
@@ -284,6 +302,17 @@ def checked_busy_timeout(config: pytest.Config) -> None:
         resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
     except ValueError as exc:
         raise pytest.UsageError(f"{exc} (nothing was run)") from None
+
+
+def checked_quarantine_share(config: pytest.Config) -> None:
+    """``--slurmflox-quarantine-share`` (CLI > env > ini > 0.25) is a share in (0, 1], or a one-line
+    :class:`pytest.UsageError` (nothing was run)."""
+    from ..model.quarantine import parse_share
+
+    try:
+        parse_share(str(get_option(config, "slurmflox_quarantine_share")))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--slurmflox-quarantine-share: {exc} (nothing was run)") from None
 
 
 def checked_signer(config: pytest.Config) -> Signer | None:

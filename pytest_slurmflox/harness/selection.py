@@ -23,7 +23,7 @@ from .options import OPTIONS, get_option
 
 NOT_ACCEPTANCE = "not an acceptance check (a slurmflox selection option without paths runs the suites only)"
 #: Options that make an invocation a main job (a run of the product, not of the project's tests).
-MAIN_JOB_OPTIONS = ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_signoff")
+MAIN_JOB_OPTIONS = ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_signoff", "slurmflox_retest")
 NOT_REQUESTED = "acceptance not requested (use -m acceptance, --slurmflox-groups or a target)"
 
 
@@ -114,6 +114,7 @@ def acceptance_requested(config: pytest.Config) -> bool:
         or get_option(config, "slurmflox_groups")
         or get_option(config, "slurmflox_target")
         or get_option(config, "slurmflox_signoff")
+        or get_option(config, "slurmflox_retest")
         or (get_option(config, "slurmflox_up") and user_named_paths(config))
     )
 
@@ -128,7 +129,9 @@ def selects_a_target_run(config: pytest.Config) -> bool:
     """A slurmflox selection option (``--slurmflox-up``, ``--slurmflox-target``, ``--slurmflox-groups``) without
     paths of the user's own runs acceptance checks only: in the checkout, testpaths would otherwise also collect
     the project's tests. Paths the user names (``tests``, ``--pyargs pytest_slurmflox.suites``) are honoured."""
-    selecting = any(get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups"))
+    selecting = any(
+        get_option(config, o) for o in ("slurmflox_up", "slurmflox_target", "slurmflox_groups", "slurmflox_retest")
+    )
     return selecting and config.args_source != pytest.Config.ArgsSource.ARGS
 
 
@@ -162,6 +165,7 @@ class Selection:
     target_run: bool
     deselected: Deselected = field(default_factory=Deselected)
     named_only: frozenset[str] = frozenset()  #: the named-only groups (groups.NAMED_ONLY_GROUPS) this run names
+    retest: bool = False  #: a re-test (``--slurmflox-retest``) runs the per-worker checks only
 
     @classmethod
     def of(cls, config: pytest.Config, substrate: str | None, deselected: Deselected | None = None) -> Selection:
@@ -175,7 +179,9 @@ class Selection:
             )
         record = deselected if deselected is not None else Deselected()
         asked = frozenset((set(NAMED_ONLY_GROUPS) & mark_tokens(config)) | ((wanted or set()) & set(NAMED_ONLY_GROUPS)))
-        return cls(wanted, named, allow, acceptance_requested(config), selects_a_target_run(config), record, asked)
+        retest = bool(get_option(config, "slurmflox_retest"))
+        requested, target_run = acceptance_requested(config), selects_a_target_run(config)
+        return cls(wanted, named, allow, requested, target_run, record, asked, retest)
 
     def why_dropped(self, item: Any) -> str | None:
         """None to keep the item, else the reason it is deselected."""
@@ -190,6 +196,8 @@ class Selection:
             return "destructive group not asked for"
         if group in NAMED_ONLY_GROUPS and group not in self.named_only:
             return f"group {group} runs only when named (-m {group} or --slurmflox-groups {group})"
+        if self.retest and item.get_closest_marker("per_worker") is None:
+            return "a re-test (--slurmflox-retest) runs the per-worker checks only"
         return None
 
     def split(self, items: Iterable[Any]) -> tuple[list[Any], list[Any]]:

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from ..cluster.workerfail import WorkersFailed
 from ..model.groups import item_group
+from ..model.quarantine import FAILED_WORKERS
 from ..model.settings import SettingsError, SubstrateOptions
 from ..reporting.envfacts import target_facts
 from ..reporting.outcome import BY_PYTEST, NOT_NAMED
@@ -70,6 +72,10 @@ class SlurmfloxSession:
         if up and controller:
             self._provision(up)
         self.read_target()
+        if controller:
+            from .quarantine import retest_at_start
+
+            retest_at_start(self.config, self.state)  # before any xdist worker starts: its reservation, its workers
         if self.state.spec is None and self.state.exit.provisioned:  # what our own substrate wrote is refused
             raise pytest.UsageError(f"slurmflox: {refusal(self.state)}")
         if self.state.target_path is not None:  # a run with no target runs nothing of ours: nothing to hide
@@ -88,6 +94,11 @@ class SlurmfloxSession:
             state.spec = load_target(state.target_path)
         except TargetError as exc:
             state.spec_error = str(exc)
+        reservation = (getattr(self.config, "workerinput", None) or {}).get("slurmflox_retest_reservation")
+        if reservation and state.spec is not None:  # the controller's re-test: every job goes to its reservation
+            from .quarantine import with_reservation
+
+            state.spec = with_reservation(state.spec, str(reservation))
 
     def locate_target(self) -> None:
         """Where this run's target is, decided in ``pytest_configure`` on the controller, before anything is
@@ -260,6 +271,9 @@ class SlurmfloxSession:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        failed = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(failed, WorkersFailed):  # the workers a per-worker FAIL named, as data (quarantine drains them)
+            report.user_properties.append((FAILED_WORKERS, json.dumps(failed.workers)))
         if call.when == "teardown" and not self.facts_sent and self.state.target is not None:
             self.facts_sent = True
             report.user_properties.append(("slurmflox_facts", json.dumps(target_facts(self.state.target))))
@@ -307,6 +321,15 @@ class SlurmfloxSession:
         """The xdist controller sweeps the run's jobs once its workers are done: after a run that reached the
         cluster, and after an interrupted one whatever it reached (a worker may have been mid-submission; a sweep
         that fails then is said, not raised, so the records still go)."""
+        if not hasattr(self.config, "workerinput") and not self.config.option.collectonly:
+            from .quarantine import at_end
+
+            at_end(
+                self.config,
+                self.state,
+                self.config.pluginmanager.getplugin("slurmflox-report"),
+                interrupted=interrupted,
+            )
         xdist_controller = self.config.pluginmanager.getplugin("dsession") is not None
         reached = self.reached or interrupted
         if xdist_controller and self.state.target is None and self.state.spec is not None and reached:

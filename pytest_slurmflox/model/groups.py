@@ -65,6 +65,8 @@ MARKERS = {
     "them",
     "whole_cohort": "holds every worker at once (an exclusive step across the cohort): runs after every other check, "
     "so its pending allocation never holds another check's job behind it",
+    "per_worker": "a per-worker requirement shown on every worker in one step: its FAIL names the workers that "
+    "missed it (what --slurmflox-quarantine drains); a --slurmflox-retest run runs these checks only",
     "judges_shared": "judges an observation a sibling check makes once in the run (suites/_shared.py): runs after "
     "the other short checks, so it finds the observation made",
     "destructive": "mutates or disrupts the worker deployment; runs only when asked for",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,3 +184,28 @@ def scrub(value: Any, redact: Redactor) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub(v, redact) for v in value]
     return value
+
+
+def html_extra(content: str) -> dict[str, Any]:
+    """``content`` as a pytest-html extra (HTML), a plain dict when pytest-html is not importable."""
+    try:
+        from pytest_html import extras
+
+        return dict(extras.html(content))
+    except ImportError:  # pragma: no cover - pytest-html is a dependency
+        return {"name": "evidence", "format_type": "html", "content": content, "mime_type": None, "extension": None}
+
+
+def plugin_version() -> str:
+    """The installed pytest-slurmflox version, "unknown" when no distribution says."""
+    try:
+        from importlib.metadata import version
+
+        return version("pytest-slurmflox")
+    except Exception:
+        return "unknown"
+
+
+def iso(ts: float) -> str:
+    """Epoch seconds as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

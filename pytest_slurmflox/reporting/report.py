@@ -25,6 +25,7 @@ import pytest
 
 from ..model.evidence import JUDGED, METRICS
 from ..model.groups import GROUPS
+from ..model.quarantine import FAILED_WORKERS, QUARANTINED
 from ..model.secrets import Redactor, scan_for_secrets, secret_files, secret_needles
 from ..model.workdir import atomic_write
 from .artifacts import (
@@ -32,7 +33,10 @@ from .artifacts import (
     ReportPaths,
     evidence_html,
     externalize,
+    html_extra,
+    iso,
     notes_html,
+    plugin_version,
     report_style,
     scrub,
     summary_html,
@@ -40,6 +44,7 @@ from .artifacts import (
 from .charts import charts_html
 from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
+from .quarantine import document, section_html, terminal_lines, with_quarantine
 from .sessionstate import SessionState
 from .signing import Signer, SigningError, sign_run, signed_html
 from .signoff import (
@@ -83,6 +88,8 @@ class ReportWriter:
         self._profile: Profile | None = None
         self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
         self.judged: dict[str, list[str]] = {}  #: node id -> what it compared (:data:`JUDGED`)
+        self.failed_workers: dict[str, dict[str, str]] = {}  #: node id -> the workers its FAIL named, as data
+        self.held: dict[str, str] = {}  #: workers the cohort left out as quarantined (worker -> reason)
 
     @property
     def profile(self) -> Profile:
@@ -144,11 +151,15 @@ class ReportWriter:
         for name, value in report_properties(report):  # every later phase's report carries the same list
             if name == METRICS and isinstance(value, str) and value.startswith("["):
                 self.metrics[check.nodeid] = json.loads(value)
-            if name == JUDGED and isinstance(value, str) and value.startswith("["):
+            elif name == JUDGED and isinstance(value, str) and value.startswith("["):
                 self.judged[check.nodeid] = [str(line) for line in json.loads(value)]
+            elif name == FAILED_WORKERS and isinstance(value, str):
+                self.failed_workers[check.nodeid] = {str(w): str(line) for w, line in json.loads(value).items()}
+            elif name == QUARANTINED and isinstance(value, str):
+                self.held.update({str(w): str(why) for w, why in json.loads(value).items()})
         if report.when == "teardown":
             check.evidence = externalize(check.evidence, check.nodeid, self.paths.logs, redact)
-            report.extras = [*getattr(report, "extras", []), _html_extra(evidence_html(check.evidence))]
+            report.extras = [*getattr(report, "extras", []), html_extra(evidence_html(check.evidence))]
             # JUnit takes the teardown report's properties (the group is among them, set once at collection):
             # the verdict, and the evidence with long outputs linked
             ours = ("slurmflox_evidence", "slurmflox_verdict")
@@ -196,7 +207,8 @@ class ReportWriter:
             notes = notes_html([self.redact(note) for note in self.state.notes])
             baselines = charts_html(v for values in self.metrics.values() for v in values)
             top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
-            top += notes + (signed_html(self.request.signer, self.paths.root) if self.request.signer else "")
+            top += section_html(self.state.quarantine, self.held) + notes
+            top += signed_html(self.request.signer, self.paths.root) if self.request.signer else ""
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
@@ -213,6 +225,7 @@ class ReportWriter:
             deselected=self.state.deselected.groups,
             left_out=self.state.deselected.left_out(self.collector.checks),
         )
+        self.signoff = with_quarantine(self.signoff, self.state.quarantine, self.held, self.state.retest)
         self._update_metadata()
         if self.html_report is not None:
             self.html_report.title = f"slurmflox sign-off {self.state.run_id}: {self.signoff.headline}"
@@ -241,10 +254,10 @@ class ReportWriter:
             "schema": SCHEMA_ID,
             "run": {
                 "id": self.state.run_id,
-                "started": _iso(self.started),
-                "finished": _iso(finished),
+                "started": iso(self.started),
+                "finished": iso(finished),
                 "duration": round(finished - self.started, 3),
-                "tool": {"name": __package__, "version": _plugin_version(), "pytest": pytest.__version__},
+                "tool": {"name": __package__, "version": plugin_version(), "pytest": pytest.__version__},
                 "target": self._env_rows(),
                 "exit_status": exit_status,
                 "signoff_requested": signoff.requested,
@@ -259,6 +272,7 @@ class ReportWriter:
                     "not_applicable": list(signoff.not_applicable),
                 },
                 "required_groups": list(signoff.required),
+                "quarantine": document(self.state.quarantine, self.held, self.state.retest),
                 "artifacts": {
                     "html": self.paths.html.name,
                     "junit": self.paths.junit.name,
@@ -285,7 +299,8 @@ class ReportWriter:
             hoist_top(self.paths.html)
         verdict_ok = self.signoff.signed or not self.signoff.requested
         terminalreporter.write_sep("=", "slurmflox sign-off summary", bold=True)
-        for line in [*table_lines(self.profile), *summary_lines(self.signoff, self.state.run_id)]:
+        said = terminal_lines(self.state.quarantine, self.held)
+        for line in [*table_lines(self.profile), *said, *summary_lines(self.signoff, self.state.run_id)]:
             terminalreporter.write_line(line)
         secrets = secret_files(self.state.workdir, self.state.spec)
         leaks = scan_for_secrets(self.paths.artifacts(), secret_needles(secrets))
@@ -310,7 +325,7 @@ class ReportWriter:
                 self.paths.root,
                 signer,
                 run_id=state.run_id,
-                plugin=f"pytest-slurmflox {_plugin_version()}",
+                plugin=f"pytest-slurmflox {plugin_version()}",
                 verdict=self.signoff.headline,
                 target=state.target_path,
                 target_source=state.target_source,
@@ -379,25 +394,3 @@ def _redact_property(name: str, value: Any, redact: Redactor) -> Any:
         except ValueError:
             return json.dumps([{"command": "(unreadable evidence)", "stdout": redact(value)[:EXCERPT]}])
     return redact(value)
-
-
-def _html_extra(content: str) -> dict[str, Any]:
-    try:
-        from pytest_html import extras
-
-        return dict(extras.html(content))
-    except ImportError:  # pragma: no cover - pytest-html is a dependency
-        return {"name": "evidence", "format_type": "html", "content": content, "mime_type": None, "extension": None}
-
-
-def _plugin_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("pytest-slurmflox")
-    except Exception:
-        return "unknown"
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ..model.evidence import EvidenceLog
+from ..model.quarantine import Outcome, Retest
 from ..model.runrecord import RunRecords, new_start
 from ..model.settings import Resolved
 from ..model.target import TargetSpec
@@ -52,6 +53,12 @@ class SessionState:
     #: each worker's system as testinfra asks it (harness/sitehosts.py ``SYSTEM_COMMANDS``: node -> command ->
     #: [rc, stdout, stderr]), answered once per run by the cohort pre-flight or a worker Host's first step
     worker_systems: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: what quarantine and re-test did to workers (harness/quarantine.py), for the verdict and the evidence
+    quarantine: Outcome = field(default_factory=Outcome)
+    #: a re-test run's reservation and workers (``--slurmflox-retest``), decided at session start
+    retest: Retest | None = None
+    #: workers the cohort left out because this tool quarantined them and the target still counts (worker -> reason)
+    held: dict[str, str] = field(default_factory=dict)
 
     @property
     def records(self) -> RunRecords:

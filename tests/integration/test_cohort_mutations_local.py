@@ -11,18 +11,25 @@ they PASS again.
   sets TMPDIR after the TaskProlog ran, measured on Slurm 24.11.)
 - MPI broken on the third worker only (its pmix plugins hidden, as an image built without them): T6, whose MPI
   world has a rank on every worker, FAILS naming worker3 (it used to run ``-N2`` and pass).
+- Quarantine's loop (T3's fail-closed check, worker TaskPrologs failing open): worker2 alone broken is drained with
+  ``--slurmflox-quarantine``, the reason naming the run and the check; every worker broken drains nothing more (the
+  share is exceeded) and a sign-off names the drained worker2 NOT RUN; restored, ``--slurmflox-retest=quarantined``
+  resumes worker2 and leaves a worker drained by hand with another reason drained.
 
 The cluster is this module's own (private work dir and port; COMPUTE_REPLICAS=3 for its ``up``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import deployed, mutated, node_sh, passes_again
+from acceptance_helpers import TASK_PROLOG as PROLOG
+from acceptance_helpers import deployed, mutated, node_sh, passes_again, run_checks
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +128,83 @@ def test_a_task_prolog_redirecting_slurm_on_worker2_fails_tp_and_t10(deployment)
     assert "SLURM_CONF='/tmp/x' redirects Slurm's configuration" in message, message[-3000:]
     assert "sets SLURM_SFX_SITE, unlike the other workers' tasks" in message, message[-3000:]
     passes_again(deployment, "-m", "TP or T10")
+
+
+#: T3's fail-closed check alone: one step on every worker, the cheapest per-worker requirement a TaskProlog breaks.
+FAILS_CLOSED = ("-m", "T3", "-k", "fails_closed")
+FAILS_CLOSED_CHECK = "test_task_prolog_in_force_fails_closed_on_every_worker"
+#: worker's TaskProlog fails open: a bind-mounted copy whose refusals end ``exit 0`` (restored by unmounting it).
+FAIL_OPEN = (
+    f"cp {PROLOG} /tmp/.sfx-open-prolog.sh && sed -i 's/^\\texit 1$/\\texit 0/' /tmp/.sfx-open-prolog.sh && "
+    f"! grep -qP '^\\texit 1$' /tmp/.sfx-open-prolog.sh && mount --bind /tmp/.sfx-open-prolog.sh {PROLOG}",
+    f"umount {PROLOG}",
+)
+
+
+def _reasons(workdir: Path) -> dict[str, tuple[str, str]]:
+    out = node_sh(workdir, "ctl", "sinfo -h -N -o '%N|%T|%E'")
+    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)}
+
+
+def _quarantine_of(home: Path, run_id: str) -> dict:
+    return json.loads((home / "reports" / run_id / "evidence.json").read_text())["run"]["quarantine"]
+
+
+def test_quarantine_drains_the_one_broken_worker_and_a_retest_resumes_it(deployment):
+    """The loop on three workers, in three runs of T3's fail-closed check (one step each):
+
+    1. worker2's TaskProlog failing open, ``--slurmflox-quarantine``: worker2 alone is drained, the reason naming
+       the run and the check, the run NOT SIGNED OFF naming it;
+    2. every worker's TaskProlog failing open, a sign-off with ``--slurmflox-quarantine`` while worker2 is still
+       drained: it is left out of the cohort and the verdict names it NOT RUN (quarantined); worker1 and worker3
+       FAIL the same way, more than the share allows: nothing more is drained, one line says why;
+    3. restored, worker3 drained by hand with another reason, ``--slurmflox-retest=quarantined``: worker2 is
+       re-tested alone and resumed, the evidence naming the run that cleared it; worker3 stays drained."""
+    home, workdir, _, _ = deployment
+    tag = os.getpid()
+    q1, q2, r1 = f"q1{tag}", f"q2{tag}", f"r1{tag}"
+    failed = [f"test_t03_task_profile::{FAILS_CLOSED_CHECK}"]
+    run = mutated(
+        deployment, {"worker2": FAIL_OPEN}, *FAILS_CLOSED, "--slurmflox-quarantine", f"--slurmflox-run-id={q1}"
+    )
+    assert run.outcomes("failure") == failed, run.output[-3000:]
+    states = _reasons(workdir)
+    assert "drain" in states["worker2"][0], states
+    assert states["worker2"][1].startswith(f"slurmflox {q1}: T3 {FAILS_CLOSED_CHECK}: worker2: TaskProlog"), states
+    assert "drain" not in states["worker1"][0] and "drain" not in states["worker3"][0], states
+    assert "NOT SIGNED OFF" in run.output and "quarantined by this run: worker2 drained" in run.output, run.output[
+        -3000:
+    ]
+    actions = _quarantine_of(home, q1)["actions"]
+    assert [(a["worker"], a["action"], a["run_id"]) for a in actions] == [("worker2", "drained", q1)], actions
+    print("drained:", states["worker2"])
+    try:
+        every = {w: FAIL_OPEN for w in ("worker1", "worker2", "worker3")}
+        held = mutated(deployment, every, *FAILS_CLOSED, "--slurmflox-signoff", "--slurmflox-quarantine",
+                       f"--slurmflox-run-id={q2}")  # fmt: skip
+        assert held.outcomes("failure") == failed and held.rc != 0, held.output[-3000:]
+        assert f"NOT RUN on worker2: quarantined (slurmflox {q1}: T3" in held.output, held.output[-3000:]
+        refused = [line for line in held.output.splitlines() if "quarantine refused" in line]
+        assert refused and "name 2 of 3 workers (worker1, worker3)" in refused[0], held.output[-3000:]
+        assert "nothing drained" in refused[0], refused
+        assert _quarantine_of(home, q2)["held"] == {"worker2": states["worker2"][1]}
+        states = _reasons(workdir)
+        assert "drain" not in states["worker1"][0] and "drain" not in states["worker3"][0], states
+
+        node_sh(workdir, "ctl", "scontrol update nodename=worker3 state=drain reason='ops: fan replaced'")
+        again = run_checks(deployment, *FAILS_CLOSED, "--slurmflox-retest=quarantined", f"--slurmflox-run-id={r1}")
+        assert again.outcomes("passed") == failed, again.output[-3000:]
+        done = _quarantine_of(home, r1)
+        assert [(a["worker"], a["action"], a["run_id"]) for a in done["actions"]] == [("worker2", "resumed", r1)], done
+        assert f"cleared by run {r1}" in done["actions"][0]["reason"], done
+        states = _reasons(workdir)
+        assert "drain" not in states["worker2"][0], states
+        assert "drain" in states["worker3"][0] and states["worker3"][1] == "ops: fan replaced", states
+        shown = node_sh(workdir, "ctl", "scontrol -o show reservation 2>&1; true")
+        assert f"sfx-retest-{r1}" not in shown, shown
+    finally:
+        for worker in ("worker2", "worker3"):
+            node_sh(workdir, "ctl", f"scontrol update nodename={worker} state=resume 2>/dev/null; true")
+        node_sh(workdir, "ctl", f"scontrol delete reservation=sfx-retest-{r1} 2>/dev/null; true")
+    for worker in ("worker2", "worker3"):  # a node resumed from DRAIN reads idle* until slurmctld pings it
+        _serving_again(workdir, worker)

@@ -61,11 +61,14 @@ def test_across_names_the_worker_a_step_could_not_launch_on():
     res = marked(Result("x", "login", "u", 137, "", stderr, 0.5), Mark.new())
     step = Across(res, ("worker1", "worker2", "worker3"), {})
     assert step.launch_failed == {"worker3": "Unspecified error"}
-    assert step.wrong(lambda node, lines: None) == [
+    problems = step.wrong(lambda node, lines: None)
+    assert problems == [
         "worker3: the step could not launch there (Unspecified error)",
         "worker1: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
         "worker2: no line of ours from a task there (the step was aborted: it could not launch on worker3)",
     ]
+    # as data, the FAIL names the worker that broke the step, never the ones its abort silenced (quarantine)
+    assert problems.workers == {"worker3": "worker3: the step could not launch there (Unspecified error)"}
 
 
 def test_across_gives_srun_s_word_on_the_task_of_a_worker_that_printed_nothing():

@@ -192,3 +192,17 @@ def test_tb_runs_only_when_named(markexpr: str, groups: str | None, runs: bool):
         assert chosen.why_dropped(_item("T4")) is None
     else:
         assert chosen.why_dropped(_item("TB")) is None
+
+
+def test_a_retest_runs_the_per_worker_checks_only_and_is_a_main_job():
+    """``--slurmflox-retest`` keeps the checks marked ``per_worker`` (their FAIL names workers as data) and says why
+    every other one is left out; it is a main job on its own."""
+    config = fake_config(markexpr="acceptance", slurmflox_retest="quarantined")
+    chosen = selection.Selection.of(config, "local")
+    per_worker = _item("T3")
+    marks = [SimpleNamespace(name="acceptance"), SimpleNamespace(name="T3"), SimpleNamespace(name="per_worker")]
+    per_worker.get_closest_marker = lambda name: next((m for m in marks if m.name == name), None)
+    assert chosen.why_dropped(per_worker) is None
+    assert chosen.why_dropped(_item("T5")) == "a re-test (--slurmflox-retest) runs the per-worker checks only"
+    assert selection.main_job(fake_config(slurmflox_retest="worker2"))
+    assert selection.Selection.of(fake_config(markexpr="acceptance"), "local").why_dropped(_item("T5")) is None

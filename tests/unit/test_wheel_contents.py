@@ -159,9 +159,9 @@ def test_the_version_is_written_once_and_the_changelog_names_it():
     version), and CHANGELOG.md's newest entry names it."""
     from importlib.metadata import version
 
-    from pytest_slurmflox.reporting.report import _plugin_version
+    from pytest_slurmflox.reporting.artifacts import plugin_version
 
-    assert version("pytest-slurmflox") == project_version() == _plugin_version()
+    assert version("pytest-slurmflox") == project_version() == plugin_version()
     headings = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
     assert headings and headings[0].split()[1] == project_version(), headings[:1]
     written = [
