@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
-from pytest_slurmflox.substrates.local import apt, keys, runtime, slurmconf
+from pytest_slurmflox.substrates.local import accounting, apt, keys, runtime, slurmconf
 from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 # ------------------------------------------------------------------------------------------------ apt sources
@@ -92,6 +92,37 @@ def test_slurm_conf_has_the_worker_contract():
     assert {"ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"} <= lines
     with pytest.raises(ValueError):
         slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2", auth="none"))
+
+
+def test_slurm_conf_writes_the_defaults_the_cluster_relies_on():
+    """PriorityType changed default in 23.11 (22.05: priority/basic): written, every version runs the same."""
+    lines = set(slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2")).splitlines())
+    assert {"PriorityType=priority/multifactor", "MinJobAge=300", "SlurmUser=slurm"} <= {
+        line.split("#")[0].strip() for line in lines
+    }
+
+
+def _assoc(account: str, user: str = "", max_jobs: str = "") -> accounting.Association:
+    return accounting.Association(account, user, max_jobs)
+
+
+def test_slurm_user_gets_an_association_and_a_complete_cluster_needs_no_step():
+    """SlurmUser runs Slurm's own admin jobs: under AccountingStorageEnforce=associations it needs an association."""
+    fresh = [_assoc("root"), _assoc("root", "root")]  # what slurmctld's registration leaves
+    steps = accounting.association_steps(fresh, "c", "alice")
+    assert steps[-1] == "sacctmgr -i add user slurm account=root defaultaccount=root cluster=c"
+    assert any("add user alice account=slurmflox defaultaccount=slurmflox" in step for step in steps)
+    complete = [
+        *fresh,
+        _assoc("slurmflox"),
+        _assoc("slurmflox-limited"),
+        _assoc("slurmflox", "alice"),
+        _assoc("slurmflox-limited", "alice", str(accounting.LIMITED_MAX_JOBS)),
+        _assoc("root", "slurm"),
+    ]
+    assert accounting.association_steps(complete, "c", "alice") == []
+    without_slurm = [a for a in complete if a.user != "slurm"]
+    assert accounting.association_steps(without_slurm, "c", "alice") == [steps[-1]]
 
 
 def test_worker_conf_declares_runtime_capacity():
