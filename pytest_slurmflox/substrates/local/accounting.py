@@ -212,7 +212,11 @@ def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: 
     except WaitTimedOut:
         res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s", cluster), timeout=20)
         raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}") from None
-    steps = association_steps(have, cluster, user)
+    return _run_steps(ctl, association_steps(have, cluster, user))
+
+
+def _run_steps(ctl: NamespaceRunner, steps: list[str]) -> bool:
+    """Run the sacctmgr ``steps`` (each built with quoted()) as one command; True when there were any."""
     if not steps:
         return False
     res = ctl.run(" && ".join(steps), timeout=60)

@@ -250,8 +250,12 @@ def cached_image(suite: str, cache: Path | None = None) -> NodeImage | None:
     return NodeImage(info["digest"], base / "image.tar", base / "rootfs", suite, info["slurm_version"])
 
 
-def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None = None) -> NodeImage:
-    """The node image for ``suite``: reuse the cache or build it (several minutes, with progress)."""
+def ensure_image(
+    suite: str, mirror: str, progress: Progress, cache: Path | None = None, release: dict | None = None
+) -> NodeImage:
+    """The node image for ``suite``: reuse the cache or build it (several minutes, with progress). ``release``:
+    the mirror's Release file as judged before the build (release.ReleaseCheck.record); with
+    ``expired_accepted`` the sources carry ``[check-valid-until=no]``, and the image record keeps it."""
     if suite not in SUPPORTED_SUITES:
         raise SubstrateUnavailable(
             f"image: the local substrate has no node image recipe for suite {suite!r}; "
@@ -265,35 +269,18 @@ def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None
         if found is not None:
             return found
         progress(f"image: building the {suite} node image from {mirror} (first time only; takes minutes)")
+        source = f"[check-valid-until=no] {mirror}" if (release or {}).get("expired_accepted") else mirror
         t0 = time.monotonic()
         if base.exists():
             _remove_tree(base)
         base.mkdir(parents=True)
         work = Path(tempfile.mkdtemp(prefix="build-", dir=base))
         try:
-            artifacts = _build_artifacts(suite, mirror, work, progress)
+            artifacts = _build_artifacts(suite, source, work, progress)
             archive = base / "image.tar"
-            _build_node_archive(suite, mirror, artifacts, archive, work, progress)
-            progress("image: hashing the archive")
-            digest = _sha256_file(archive)
-            slurm_version = (artifacts / "slurm-version").read_text().strip()
-            progress("image: unpacking the read-only lower dir")
-            rootfs = base / "rootfs"
-            rootfs.mkdir()
-            subprocess.run(
-                ["tar", "-xpf", str(archive), "-C", str(rootfs), "--numeric-owner", "--xattrs", "--xattrs-include=*"],
-                check=True,
-            )
-            (rootfs / ".slurmflox-complete").write_text(digest + "\n")
-            meta = {
-                "digest": digest,
-                "suite": suite,
-                "mirror": mirror,
-                "slurm_version": slurm_version,
-                "built": time.time(),
-                "recipe": recipe_key(suite),
-            }
-            (base / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
+            _build_node_archive(suite, source, artifacts, archive, work, progress)
+            meta = {"suite": suite, "mirror": mirror, "recipe": recipe_key(suite), "release": release}
+            _unpack_and_record(base, archive, artifacts, meta, progress)
         finally:
             for log in work.glob("*.log"):  # keep the logs of the last attempt for diagnosis
                 shutil.copy(log, base / log.name)
@@ -302,6 +289,26 @@ def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None
         assert image is not None
         progress(f"image: {image.ref} built in {time.monotonic() - t0:.0f}s")
         return image
+
+
+def _unpack_and_record(base: Path, archive: Path, artifacts: Path, meta: dict, progress: Progress) -> None:
+    """Hash the archive, unpack the read-only lower dir, write image.json (the image record)."""
+    progress("image: hashing the archive")
+    digest = _sha256_file(archive)
+    progress("image: unpacking the read-only lower dir")
+    rootfs = base / "rootfs"
+    rootfs.mkdir()
+    subprocess.run(
+        ["tar", "-xpf", str(archive), "-C", str(rootfs), "--numeric-owner", "--xattrs", "--xattrs-include=*"],
+        check=True,
+    )
+    (rootfs / ".slurmflox-complete").write_text(digest + "\n")
+    versions = {"slurm_version": (artifacts / "slurm-version").read_text().strip()}
+    nss = artifacts / "nss-slurm-source"  # a builder that took libnss_slurm's source from another version says so
+    if nss.is_file():
+        versions["nss_slurm_source"] = nss.read_text().strip()
+    record = {"digest": digest, **meta, **versions, "built": time.time()}
+    (base / "image.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _remove_tree(path: Path) -> None:
@@ -343,7 +350,7 @@ def _common_args(suite: str) -> list[str]:
     ]
 
 
-def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) -> Path:
+def _build_artifacts(suite: str, source: str, work: Path, progress: Progress) -> Path:
     out = work / "artifacts"
     out.mkdir()
     (work / "builder.sh").write_text(BUILDER_SCRIPT)
@@ -357,8 +364,8 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
         f'--customize-hook=cp -a "$1/build/out/." {out}/',
         suite,
         str(chroot_dir),
-        f"deb {mirror} {suite} main",
-        f"deb-src {mirror} {suite} main",
+        f"deb {source} {suite} main",
+        f"deb-src {source} {suite} main",
     ]
     progress("image: stage 1/2: builder chroot (libnss_slurm from Debian's slurm-wlm source, mpi-hello)")
     _mmdebstrap(argv, work / "builder.log", progress, "builder")
@@ -370,7 +377,7 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
 
 
 def _build_node_archive(
-    suite: str, mirror: str, artifacts: Path, archive: Path, work: Path, progress: Progress
+    suite: str, source: str, artifacts: Path, archive: Path, work: Path, progress: Progress
 ) -> None:
     (work / "customize.sh").write_text(node_customize(suite))
     libslurm = (artifacts / "libslurm-package").read_text().strip()
@@ -381,7 +388,7 @@ def _build_node_archive(
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),
-        f"deb {mirror} {suite} main",
+        f"deb {source} {suite} main",
     ]
     daemons = "slurmctld, slurmd, sackd" if suite_auth(suite) == "slurm" else "slurmctld, slurmd"
     progress(f"image: stage 2/2: node rootfs ({daemons}, munge, openmpi+pmix, sshd)")
