@@ -408,3 +408,38 @@ def test_cgroup_tree_is_made_and_removed_deepest_first(tmp_path):
     assert not (base / "worker1").exists()
     tree.remove_all()
     assert cgroups.leftovers("sfxtest", roots=(tmp_path,)) == []
+
+
+# ------------------------------------------------------------------------------------------------ image builder
+def test_trixie_and_bookworm_builders_are_unchanged_and_sid_takes_the_newest_served_source():
+    from pytest_slurmflox.substrates.local import builder
+
+    assert builder.builder_script("trixie") == builder.BUILDER_SCRIPT == builder.builder_script("bookworm")
+    sid = builder.builder_script("sid")
+    assert builder.NEWEST_SERVED_SOURCE.strip() in sid and "apt-get source --download-only slurm-wlm " not in sid
+    assert sid.endswith(builder.BUILDER_SCRIPT[builder.BUILDER_SCRIPT.index("cd slurm\n") :])
+    assert builder.SOURCE_FALLBACK_SUITES == {"sid": ("trixie",)}
+
+
+def test_an_older_step_loc_t_gets_26_05s_start_time_before_step_id(tmp_path):
+    """The one internal struct libnss_slurm reads whose layout 26.05 changed (upstream bf60296913): the builder's
+    edit puts start_time between protocol_version and step_id, and fails the build if it did not."""
+    from pytest_slurmflox.substrates.local import builder
+
+    text = builder.NEWEST_SERVED_SOURCE
+    start = text.index("  loc=")
+    edit = text[start : text.index("fi\n", start)]
+    header = tmp_path / "slurm" / "src" / "common" / "stepd_api.h"
+    header.parent.mkdir(parents=True)
+    shape = (
+        "typedef struct step_location {\n\tchar *a;\n\tuint16_t protocol_version;\n"
+        "\tslurm_step_id_t step_id;\n} step_loc_t;\n"
+    )
+    header.write_text("/* other */\n\tuint16_t protocol_version;\n" + shape)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", edit], cwd=tmp_path, check=True)
+    got = header.read_text()
+    assert got.count("time_t start_time;") == 1
+    assert "\tuint16_t protocol_version;\n\ttime_t start_time;\n\tslurm_step_id_t step_id;\n} step_loc_t;" in got
+    header.write_text("typedef struct step_location {\n\tchar *a;\n} step_loc_t;\n")  # a shape it cannot edit
+    refused = subprocess.run(["bash", "-euo", "pipefail", "-c", edit], cwd=tmp_path, check=False)
+    assert refused.returncode != 0
