@@ -39,10 +39,10 @@ Progress = Callable[[str], None]
 IMAGE_REPOSITORY = "slurmflox-node"
 DEFAULT_CACHE = Path("/var/cache/slurmflox")
 #: Suites the local substrate builds a node image for, and the RPC authentication each one's Slurm supports.
-#: trixie ships Slurm 24.11, sid 26.05 (sackd, auth/slurm with AuthInfo=use_client_ids, both from 23.11 on); bookworm ships
-#: 22.05, which has neither (measured: its slurm-wlm-basic-plugins has auth_munge.so only, and no sackd package):
-#: its cluster uses auth/munge, with the test account on the controller as well (sites with a directory service
-#: have it there), because slurmctld then resolves the submitting user itself.
+#: trixie ships Slurm 24.11, sid 26.05 (sackd, auth/slurm with AuthInfo=use_client_ids, both from 23.11 on);
+#: bookworm ships 22.05, which has neither (measured: its slurm-wlm-basic-plugins has auth_munge.so only, and no
+#: sackd package): its cluster uses auth/munge, with the test account on the controller as well (sites with a
+#: directory service have it there), because slurmctld then resolves the submitting user itself.
 SUITE_AUTH = {"trixie": "slurm", "sid": "slurm", "bookworm": "munge"}
 SUPPORTED_SUITES = tuple(SUITE_AUTH)
 
