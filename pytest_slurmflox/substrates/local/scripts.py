@@ -170,8 +170,9 @@ db)
             >/var/log/mysql/install.log 2>&1 || fail "mariadb-install-db failed (see /var/log/mysql/install.log)"
     fi
     phase starting mariadb
+    # the pid file named: sid's MariaDB 11.8.9 defaults it to /run/mariadbd/, which no node has (measured)
     /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --skip-networking \
-        --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
+        --pid-file=/run/mysqld/mysqld.pid --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
         --log-error=/var/log/mysql/error.log &
     pids+=($!)
     for _ in $(seq 300); do
