@@ -201,7 +201,12 @@ SQL
     # slurmdbd reads slurmdbd.conf (and slurm.key) from the directory of SLURM_CONF
     SLURM_CONF=/run/slurmdbd/slurm.conf /usr/sbin/slurmdbd -D >>/var/log/slurm/slurmdbd.out 2>&1 &
     pids+=($!)
-    for _ in $(seq 300); do (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.05; done
+    # a first start creates every table (longer on a newer Slurm or a loaded host): wait while slurmdbd lives
+    for _ in $(seq 2400); do
+        (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
     (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null || fail "slurmdbd does not listen (see /var/log/slurm/slurmdbd.log)"
     ;;
 ctl)
