@@ -163,6 +163,9 @@ case "$NODE_ROLE" in
 db)
     # MariaDB (socket only: nothing but slurmdbd in this node talks to it), then slurmdbd (#13).
     mkdir -p /run/mysqld /var/log/mysql /run/slurmdbd
+    # sid's MariaDB 11.8.9-4 client library looks for the server's socket in /run/mariadbd/ (measured: slurmdbd
+    # retried "Can't connect to local server through socket '/run/mariadbd/mysqld.sock'"); trixie's in /run/mysqld/
+    rm -rf /run/mariadbd && ln -s /run/mysqld /run/mariadbd  # this node's own /run, empty at boot
     chown mysql:mysql /run/mysqld /var/lib/mysql /var/log/mysql
     if [ ! -d /var/lib/mysql/mysql ]; then
         phase initializing mariadb
