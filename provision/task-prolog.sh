@@ -9,6 +9,8 @@
 # Constraints, each for a reason:
 # - shell builtins only: under `srun --export=NONE` or `env -i` the task has no usable PATH, and an external
 #   command would fail silently (slurmd discards the prolog's stderr);
+# - a task always gets a PATH that finds both the environment's commands and the image's (see the PATH policy
+#   at the end): Slurm's own testsuite runs `srun --export=VAR=1 env` and expects env to be found;
 # - no eval, no `source` of profile content: values are data; Slurm takes the rest of an `export` line
 #   literally, so printing NAME=value verbatim cannot execute anything, and single-line values cannot add a
 #   directive line;
@@ -102,16 +104,22 @@ for _sfp_export in "${_sfp_exports[@]}"; do
 	_sfp_out+=("export $_sfp_export")
 done
 
-# The task's own PATH counts only if it was exported to us: with none (env -i, --export=NONE) bash invents a
-# default PATH that is not the task's.
+# The task's own PATH counts only if it was exported to us: with none (env -i, --export=NONE, --export=VAR)
+# bash invents a default PATH that is not the task's. A task given no PATH gets the environment's entries first,
+# then the system's default PATH (the OCI runtime default a container image's processes get: containerd's
+# oci.DefaultPathEnv, runc's), in both precedence modes: there is no task PATH for the environment to go after,
+# and a task still finds env, grep and the rest of the image after the environment's commands.
+_sfp_system_path='/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 _sfp_task_path=''
 if [[ ${PATH@a} == *x* ]]; then
 	_sfp_task_path=$PATH
 fi
-if [[ $_sfp_precedence == prepend ]]; then
-	_sfp_path="$_sfp_flox_path${_sfp_task_path:+:$_sfp_task_path}"
+if [[ -z $_sfp_task_path ]]; then
+	_sfp_path="$_sfp_flox_path:$_sfp_system_path"
+elif [[ $_sfp_precedence == prepend ]]; then
+	_sfp_path="$_sfp_flox_path:$_sfp_task_path"
 else
-	_sfp_path="${_sfp_task_path:+$_sfp_task_path:}$_sfp_flox_path"
+	_sfp_path="$_sfp_task_path:$_sfp_flox_path"
 fi
 [[ $_sfp_path != *$'\n'* && $_sfp_path != *$'\r'* ]] || _sfp_fail 'the task PATH spans several lines'
 

@@ -18,8 +18,8 @@ import pytest
 
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.cluster.gates import require
-from pytest_slurmflox.model.evidence import JUDGED
 from pytest_slurmflox.cluster.workerfail import fail_naming
+from pytest_slurmflox.model.evidence import JUDGED
 
 
 def declared_nodeset(target) -> dict:

@@ -112,12 +112,21 @@ def expected_exports(allow_list: tuple[str, ...], runtime: Runtime) -> dict[str,
     return {name: runtime.exports[name] for name in allow_list if name in runtime.exports}
 
 
+#: The PATH a task that received none gets after the environment's entries, in both precedence modes: the OCI
+#: runtime default a container image's processes get when the image sets none (containerd's oci.DefaultPathEnv,
+#: runc's), written into provision/task-prolog.sh (``_sfp_system_path``). Without it a task under ``--export=NONE``
+#: or ``--export=VAR`` finds only the environment's commands (Slurm's own testsuite: ``srun --export=VAR=1 env``
+#: failed with "env: command not found").
+SYSTEM_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def expected_task_path(precedence: str, flox_path: tuple[str, ...], task_path: str | None) -> str:
     """The task's PATH: the environment's entries placed per WORKER_PATH_PRECEDENCE around the PATH the task
-    received from Slurm (None: the mode passed none)."""
+    received from Slurm; when the mode passed none (None or empty), the environment's entries then
+    :data:`SYSTEM_DEFAULT_PATH`, whatever the precedence."""
     flox = ":".join(flox_path)
     if not task_path:
-        return flox
+        return f"{flox}:{SYSTEM_DEFAULT_PATH}"
     return f"{flox}:{task_path}" if precedence == "prepend" else f"{task_path}:{flox}"
 
 

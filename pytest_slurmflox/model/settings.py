@@ -98,6 +98,12 @@ class Settings:
     local_suite: str = _key(
         "trixie", choice("trixie", "bookworm", "sid"), "Debian suite of the local substrate's node image"
     )
+    local_accept_expired_release: bool = _key(
+        "0",
+        boolean,
+        "build the local node image from a mirror snapshot whose suite Release file has expired (apt's "
+        "check-valid-until=no; recorded in the image record)",
+    )
     # software pins
     kubernetes_version: str = _key("1.36.3", one_line, "Kubernetes (kubeadm, kubelet, kubectl)")
     flannel_version: str = _key("v0.28.9", one_line, "flannel CNI")

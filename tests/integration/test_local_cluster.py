@@ -153,6 +153,36 @@ def test_task_path_starts_with_the_runtime(cluster, login):
     assert base.stdout.strip() == "base"
 
 
+@pytest.mark.parametrize("export", ["--export=NONE", "--export=FOO=1"])
+def test_a_task_given_no_path_finds_the_runtime_first_and_the_image_after(cluster, login, export):
+    """Slurm passes no PATH under NONE or a variable list: the TaskProlog gives the environment's entries, then
+    the system's default (expectations.SYSTEM_DEFAULT_PATH): the environment's command first, env and grep after."""
+    from pytest_slurmflox.judges.expectations import SYSTEM_DEFAULT_PATH
+
+    realized = cluster["sub"].cluster.node("worker1").annotations()["realized_path"]
+    script = 'echo "$PATH"; command -v flox-probe env grep; flox-probe; env | grep -c "^FOO=1$" || true'
+    res = _ok(login.run(f"srun -N1 -w worker1 {export} /bin/bash -c '{script}'", timeout=60))
+    path, probe, env, grep, answer, foo = res.stdout.splitlines()
+    assert path.startswith(f"{realized}/bin:") and path.endswith(f":{SYSTEM_DEFAULT_PATH}"), res.describe()
+    assert probe == f"{realized}/bin/flox-probe" and answer == "flox", res.describe()
+    assert env.rsplit("/", 1)[0] in SYSTEM_DEFAULT_PATH.split(":"), res.describe()
+    assert grep.rsplit("/", 1)[0] in SYSTEM_DEFAULT_PATH.split(":"), res.describe()
+    assert foo == ("1" if export == "--export=FOO=1" else "0"), res.describe()
+
+
+def test_slurm_user_has_an_association_and_runs_a_job(cluster):
+    """SlurmUser under AccountingStorageEnforce=associations: Slurm's own admin paths run jobs as it."""
+    t = cluster["target"]["login"]
+    root = SSHRunner("127.0.0.1", t["port"], "root", Path(t["key"]), Path(t["known_hosts"]))
+    try:
+        assoc = _ok(root.run("sacctmgr -n -P show assoc where user=slurm format=account,user"))
+        assert assoc.stdout.split() == ["root|slurm"], assoc.describe()
+        res = _ok(root.run("runuser -u slurm -- srun -N1 -n1 -t 1 /usr/bin/id -un", timeout=60))
+        assert res.stdout.split() == ["slurm"], res.describe()
+    finally:
+        root.close()
+
+
 def test_workers_annotated_like_pods(cluster):
     sub = cluster["sub"]
     pool = sub.pool()

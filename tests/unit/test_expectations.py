@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.judges.expectations import (
+    SYSTEM_DEFAULT_PATH,
     Runtime,
     expected_exports,
     expected_revision,
@@ -133,8 +134,9 @@ def test_expected_exports_are_exactly_the_allow_listed_ones_the_environment_defi
     [
         ("prepend", "/usr/bin:/bin", "/e/a:/e/bin:/usr/bin:/bin"),
         ("append", "/usr/bin:/bin", "/usr/bin:/bin:/e/a:/e/bin"),
-        ("prepend", None, "/e/a:/e/bin"),
-        ("append", "", "/e/a:/e/bin"),
+        ("prepend", None, f"/e/a:/e/bin:{SYSTEM_DEFAULT_PATH}"),
+        ("append", None, f"/e/a:/e/bin:{SYSTEM_DEFAULT_PATH}"),
+        ("append", "", f"/e/a:/e/bin:{SYSTEM_DEFAULT_PATH}"),
     ],
 )
 def test_expected_task_path(precedence, task, want):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slurmflox.substrates import SubstrateUnavailable, proc
-from pytest_slurmflox.substrates.local import apt, keys, runtime, slurmconf
+from pytest_slurmflox.substrates.local import accounting, apt, keys, runtime, slurmconf
 from pytest_slurmflox.substrates.local.cluster import cluster_prefix
 
 # ------------------------------------------------------------------------------------------------ apt sources
@@ -93,6 +93,37 @@ def test_slurm_conf_has_the_worker_contract():
     assert {"ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"} <= lines
     with pytest.raises(ValueError):
         slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2", auth="none"))
+
+
+def test_slurm_conf_writes_the_defaults_the_cluster_relies_on():
+    """PriorityType changed default in 23.11 (22.05: priority/basic): written, every version runs the same."""
+    lines = set(slurmconf.render_slurm_conf(slurmconf.ClusterConf("c", "ctl", "10.77.0.2")).splitlines())
+    assert {"PriorityType=priority/multifactor", "MinJobAge=300", "SlurmUser=slurm"} <= {
+        line.split("#")[0].strip() for line in lines
+    }
+
+
+def _assoc(account: str, user: str = "", max_jobs: str = "") -> accounting.Association:
+    return accounting.Association(account, user, max_jobs)
+
+
+def test_slurm_user_gets_an_association_and_a_complete_cluster_needs_no_step():
+    """SlurmUser runs Slurm's own admin jobs: under AccountingStorageEnforce=associations it needs an association."""
+    fresh = [_assoc("root"), _assoc("root", "root")]  # what slurmctld's registration leaves
+    steps = accounting.association_steps(fresh, "c", "alice")
+    assert steps[-1] == "sacctmgr -i add user slurm account=root defaultaccount=root cluster=c"
+    assert any("add user alice account=slurmflox defaultaccount=slurmflox" in step for step in steps)
+    complete = [
+        *fresh,
+        _assoc("slurmflox"),
+        _assoc("slurmflox-limited"),
+        _assoc("slurmflox", "alice"),
+        _assoc("slurmflox-limited", "alice", str(accounting.LIMITED_MAX_JOBS)),
+        _assoc("root", "slurm"),
+    ]
+    assert accounting.association_steps(complete, "c", "alice") == []
+    without_slurm = [a for a in complete if a.user != "slurm"]
+    assert accounting.association_steps(without_slurm, "c", "alice") == [steps[-1]]
 
 
 def test_worker_conf_declares_runtime_capacity():
@@ -402,3 +433,38 @@ def test_a_silent_image_stage_says_which_stage_it_is_in(tmp_path, caplog, monkey
     stage = "the node image's node stage (mmdebstrap): last said: I: installing remaining packages inside the chroot"
     assert said and re.fullmatch(rf"waiting \d+ s for {re.escape(stage)}\.\.\.", said[0]), said
     assert "I: done" in (tmp_path / "node.log").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ image builder
+def test_trixie_and_bookworm_builders_are_unchanged_and_sid_takes_the_newest_served_source():
+    from pytest_slurmflox.substrates.local import builder
+
+    assert builder.builder_script("trixie") == builder.BUILDER_SCRIPT == builder.builder_script("bookworm")
+    sid = builder.builder_script("sid")
+    assert builder.NEWEST_SERVED_SOURCE.strip() in sid and "apt-get source --download-only slurm-wlm " not in sid
+    assert sid.endswith(builder.BUILDER_SCRIPT[builder.BUILDER_SCRIPT.index("cd slurm\n") :])
+    assert builder.SOURCE_FALLBACK_SUITES == {"sid": ("trixie",)}
+
+
+def test_an_older_step_loc_t_gets_26_05s_start_time_before_step_id(tmp_path):
+    """The one internal struct libnss_slurm reads whose layout 26.05 changed (upstream bf60296913): the builder's
+    edit puts start_time between protocol_version and step_id, and fails the build if it did not."""
+    from pytest_slurmflox.substrates.local import builder
+
+    text = builder.NEWEST_SERVED_SOURCE
+    start = text.index("  loc=")
+    edit = text[start : text.index("fi\n", start)]
+    header = tmp_path / "slurm" / "src" / "common" / "stepd_api.h"
+    header.parent.mkdir(parents=True)
+    shape = (
+        "typedef struct step_location {\n\tchar *a;\n\tuint16_t protocol_version;\n"
+        "\tslurm_step_id_t step_id;\n} step_loc_t;\n"
+    )
+    header.write_text("/* other */\n\tuint16_t protocol_version;\n" + shape)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", edit], cwd=tmp_path, check=True)
+    got = header.read_text()
+    assert got.count("time_t start_time;") == 1
+    assert "\tuint16_t protocol_version;\n\ttime_t start_time;\n\tslurm_step_id_t step_id;\n} step_loc_t;" in got
+    header.write_text("typedef struct step_location {\n\tchar *a;\n} step_loc_t;\n")  # a shape it cannot edit
+    refused = subprocess.run(["bash", "-euo", "pipefail", "-c", edit], cwd=tmp_path, check=False)
+    assert refused.returncode != 0

@@ -56,7 +56,8 @@ def test_only_sbatch_with_none_or_a_variable_list_implies_get_user_env():
 def test_the_login_environment_passes_and_so_does_a_job_that_could_not_load_it():
     assert _problems(_task()) == []
     # slurmd could not resolve the user as root ("running only with passed environment"): PATH is the environment's
-    bare = {"PATH": ":".join(FLOX.path), "SLURM_JOB_ID": "7", "SLURMD_NODENAME": "worker2"}
+    # entries then the system's default
+    bare = {"PATH": expected_task_path("prepend", FLOX.path, None), "SLURM_JOB_ID": "7", "SLURMD_NODENAME": "worker2"}
     assert _problems(bare) == []
 
 

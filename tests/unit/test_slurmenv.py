@@ -63,6 +63,17 @@ def test_batch_jobs_differ_in_their_identity_only():
     assert set(consistency_problems(jobs, one_step=True)) == {"w1", "w2"}  # one step: one job id; two disagree
 
 
+def test_batch_jobs_on_slurm_26_05_carry_their_own_sluid():
+    """Slurm 26.05 sets SLURM_JOB_SLUID, one per job: the values of two batch jobs of TP's sbatch check on sid's
+    26.05.5 (a false FAIL of TP and TR there when the name was read as cluster-wide)."""
+    sluids = {1: "s4Y5M94X074600", 2: "s4Y5M94X074G00"}
+    jobs = {f"w{i}": task(f"w{i}", 0, SLURM_JOB_ID=str(100 + i), SLURM_JOB_SLUID=sluids[i]) for i in (1, 2)}
+    assert consistency_problems(jobs, one_step=False) == {}
+    step = {f"w{i}": task(f"w{i}", i - 1, SLURM_JOB_SLUID=sluids[1]) for i in (1, 2)}
+    step["w2"]["SLURM_JOB_SLUID"] = sluids[2]  # one step: one job, one SLUID; two disagree
+    assert any("SLURM_JOB_SLUID" in p for p in consistency_problems(step, one_step=True).get("w2", []))
+
+
 def test_batch_jobs_on_slurm_22_05_name_their_own_node_aliases():
     """Slurm 22.05 sets SLURM_NODE_ALIASES to the job's nodes and addresses: one batch job per worker differs there
     (seen on the bookworm cluster: a false FAIL of TP and TR on a healthy 22.05 cluster)."""

@@ -44,6 +44,8 @@ ALLOWED = {
     # script); the values it adds itself (job name, partition) go through quoted()
     ("pytest_slurmflox/cluster/submit.py", "Jobs.srun"): "args and command are shell text by contract",
     ("suites/test_t10_isolation.py", "_admin_srun.srun"): "Jobs.srun's contract, as root",
+    # the steps are built by association_steps, each with quoted(), and unit-tested as text there (test_local.py)
+    ("pytest_slurmflox/substrates/local/accounting.py", "_run_steps"): "each step comes from quoted()",
 }
 _CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
 

@@ -18,6 +18,8 @@ from hostile import HOSTILE, LINE_TEXT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_slurmflox.judges.expectations import SYSTEM_DEFAULT_PATH, expected_task_path
+
 PROVISION = Path(__file__).resolve().parents[2] / "provision"
 PROLOG = PROVISION / "task-prolog.sh"
 INIT = PROVISION / "task-profile-init.sh"
@@ -79,20 +81,59 @@ def current(profile: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ PATH policy
-@pytest.mark.parametrize("precedence", ["prepend", "append"])
-def test_unset_path_gives_just_the_flox_entries(tmp_path: Path, precedence: str) -> None:
-    profile, entries = make_profile(tmp_path, precedence=precedence)
-    result = prolog(profile, env={})  # no PATH at all, as under srun --export=NONE
+def apply_path(result: subprocess.CompletedProcess[str]) -> str:
+    """The PATH a task gets from the prolog's directives (Slurm takes the rest of an ``export`` line literally)."""
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout == f"export PATH={':'.join(entries)}\n"
+    paths = [
+        line.removeprefix("export PATH=") for line in result.stdout.splitlines() if line.startswith("export PATH=")
+    ]
+    assert len(paths) == 1, result.stdout
+    return paths[0]
 
 
 @pytest.mark.parametrize("precedence", ["prepend", "append"])
-def test_empty_path_gives_just_the_flox_entries(tmp_path: Path, precedence: str) -> None:
+@pytest.mark.parametrize("task_env", [{}, {"PATH": ""}], ids=["unset", "empty"])
+def test_a_task_given_no_path_gets_flox_then_the_system_default(
+    tmp_path: Path, precedence: str, task_env: dict[str, str]
+) -> None:
+    """No PATH (srun --export=NONE, --export=VAR) or an empty one: the environment's entries, then the system's
+    default PATH, in both precedence modes; the expectation is the judges' own (expectations.expected_task_path)."""
     profile, entries = make_profile(tmp_path, precedence=precedence)
-    result = prolog(profile, env={"PATH": ""})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == f"export PATH={':'.join(entries)}\n"
+    result = prolog(profile, env=task_env)
+    assert apply_path(result) == expected_task_path(precedence, tuple(entries), None)
+    assert apply_path(result) == f"{':'.join(entries)}:{SYSTEM_DEFAULT_PATH}"
+
+
+@pytest.mark.parametrize("precedence", ["prepend", "append"])
+def test_a_task_given_no_path_finds_flox_commands_first_and_the_images_after(tmp_path: Path, precedence: str) -> None:
+    """The contract behind the PATH: under bash with an empty environment (as ``srun --export=NONE`` and
+    ``--export=TEST_ENV_VAR=123`` start a task), a command of the environment resolves to the environment's copy,
+    one of the environment shadowing the image's (grep) too, and env and cat, which only the image has, are found
+    after them (Slurm's own testsuite: ``srun --export=TEST_ENV_VAR=123 env_script`` failed with
+    "env: command not found" when the prolog gave the environment's entries alone)."""
+    profile, entries = make_profile(tmp_path, precedence=precedence)
+    for name in ("flox-probe", "grep"):
+        tool = Path(entries[0]) / name
+        tool.write_text("#!/bin/sh\necho flox\n")
+        tool.chmod(0o755)
+    path = apply_path(prolog(profile, env={}))
+    shown = subprocess.run(
+        [
+            BASH,
+            "-c",
+            'for c in flox-probe grep env cat; do command -v "$c" || echo "missing $c"; done; env | grep -c .',
+        ],
+        env={"PATH": path},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = shown.stdout.splitlines()
+    assert lines[:2] == [f"{entries[0]}/flox-probe", f"{entries[0]}/grep"], shown.stdout
+    system = SYSTEM_DEFAULT_PATH.split(":")
+    for found in lines[2:4]:
+        assert found.rsplit("/", 1)[0] in system, shown.stdout  # env, cat: the image's, after the environment's
+    assert lines[4] == "flox", shown.stdout  # `env | grep`: env ran, and grep was the environment's copy
 
 
 def test_runs_under_env_dash_i(tmp_path: Path) -> None:
@@ -104,7 +145,12 @@ def test_runs_under_env_dash_i(tmp_path: Path) -> None:
         [env_cmd, "-i", BASH, str(PROLOG), str(profile)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"export PATH={':'.join(entries)}\n"
+    assert result.stdout == f"export PATH={':'.join(entries)}:{SYSTEM_DEFAULT_PATH}\n"
+
+
+def test_the_prolog_and_the_judges_name_the_same_system_path() -> None:
+    """The prolog is shell builtins only and cannot import the judges: its one literal must be theirs."""
+    assert f"_sfp_system_path='{SYSTEM_DEFAULT_PATH}'" in PROLOG.read_text().splitlines()
 
 
 def test_prepend_puts_flox_first(tmp_path: Path) -> None:

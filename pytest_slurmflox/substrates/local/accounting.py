@@ -165,20 +165,15 @@ def read_associations(ctl: NamespaceRunner, cluster: str) -> list[Association] |
     return out
 
 
-def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: float = 60.0) -> bool:
-    """The cluster, the accounts and the test user's associations, created with sacctmgr where missing (idempotent:
-    an unchanged cluster costs one query). Returns True when something was added."""
+#: slurm.conf's SlurmUser. Under AccountingStorageEnforce=associations it needs an association like any user:
+#: Slurm's own admin paths run jobs as SlurmUser (Slurm's testsuite in local-config mode failed them without one).
+SLURM_USER = "slurm"
+SLURM_USER_ACCOUNT = "root"  #: the cluster's root account, which slurmctld's registration creates
 
-    def registered() -> list[Association] | None:
-        # slurmctld registers the cluster with slurmdbd shortly after it starts (root account, root association)
-        have = read_associations(ctl, cluster)
-        return have if have is not None and any(a.account == "root" and not a.user for a in have) else None
 
-    try:
-        have = poll(registered, what=f"cluster {cluster} in slurmdbd", timeout=timeout, interval=0.2)
-    except WaitTimedOut:
-        res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s", cluster), timeout=20)
-        raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}") from None
+def association_steps(have: list[Association], cluster: str, user: str) -> list[str]:
+    """The sacctmgr commands that add what ``have`` lacks: the accounts ``slurmflox`` and ``slurmflox-limited``, the
+    test user in both (MaxJobs on the limited one), and SlurmUser in the root account; none when all is there."""
     steps: list[str] = []
     accounts = {a.account for a in have}
     for account in (ACCOUNT, LIMITED_ACCOUNT):
@@ -196,6 +191,32 @@ def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: 
     if limited is None or limited.max_jobs != str(LIMITED_MAX_JOBS):
         modify = "sacctmgr -i modify user where user=%s account=%s cluster=%s set maxjobs=%s"
         steps.append(quoted(modify, user, LIMITED_ACCOUNT, cluster, LIMITED_MAX_JOBS))
+    if (SLURM_USER_ACCOUNT, SLURM_USER) not in users:
+        add = "sacctmgr -i add user %s account=%s defaultaccount=%s cluster=%s"
+        steps.append(quoted(add, SLURM_USER, SLURM_USER_ACCOUNT, SLURM_USER_ACCOUNT, cluster))
+    return steps
+
+
+def ensure_associations(ctl: NamespaceRunner, cluster: str, user: str, timeout: float = 60.0) -> bool:
+    """The cluster, the accounts, the test user's and SlurmUser's associations, created with sacctmgr where missing
+    (idempotent: an unchanged cluster costs one query; :func:`association_steps`). Returns True when something was
+    added."""
+
+    def registered() -> list[Association] | None:
+        # slurmctld registers the cluster with slurmdbd shortly after it starts (root account, root association)
+        have = read_associations(ctl, cluster)
+        return have if have is not None and any(a.account == "root" and not a.user for a in have) else None
+
+    try:
+        have = poll(registered, what=f"cluster {cluster} in slurmdbd", timeout=timeout, interval=0.2)
+    except WaitTimedOut:
+        res = ctl.run(quoted("sacctmgr -n -P show assoc cluster=%s", cluster), timeout=20)
+        raise SubstrateUnavailable(f"local: slurmdbd does not list cluster {cluster}: {res.describe()}") from None
+    return _run_steps(ctl, association_steps(have, cluster, user))
+
+
+def _run_steps(ctl: NamespaceRunner, steps: list[str]) -> bool:
+    """Run the sacctmgr ``steps`` (each built with quoted()) as one command; True when there were any."""
     if not steps:
         return False
     res = ctl.run(" && ".join(steps), timeout=60)

@@ -29,7 +29,7 @@ from ...model import revision as revision_mod
 from ...model.settings import Settings
 from ...model.workdir import Workdir, atomic_write
 from .. import Progress, SubstrateUnavailable, proc
-from . import accounting, apt, cgroups, directory, image, runtime, scripts, sitenoise, slurmconf
+from . import accounting, apt, cgroups, directory, image, release, runtime, scripts, sitenoise, slurmconf
 from .accounting import DB
 from .network import Fabric, address_for, ns_inode
 from .node import Node, NodeSpec
@@ -132,7 +132,10 @@ class LocalCluster:
             apt.require_root_debian()
             apt.ensure_host_packages(self.progress)
             mirror = apt.debian_mirror(apt.host_sources())
-            self._image = image.ensure_image(self.settings.local_suite, mirror, self.progress, self.cache)
+            suite, accept = self.settings.local_suite, self.settings.local_accept_expired_release
+            cached = image.cached_image(suite, self.cache) is not None
+            checked = release.judged(mirror, suite, accept_expired=accept, cached=cached)
+            self._image = image.ensure_image(suite, mirror, self.progress, self.cache, checked)
         return self._image
 
     def image_ref(self) -> str:

@@ -33,16 +33,17 @@ from filelock import FileLock
 from ...base.run import quoted
 from ...base.waits import Status, lines_or_silence
 from .. import SubstrateUnavailable
+from .builder import BUILDER_PACKAGES, MPI_HELLO_C, SOURCE_FALLBACK_SUITES, builder_script
 
 Progress = Callable[[str], None]
 
 IMAGE_REPOSITORY = "slurmflox-node"
 DEFAULT_CACHE = Path("/var/cache/slurmflox")
 #: Suites the local substrate builds a node image for, and the RPC authentication each one's Slurm supports.
-#: trixie/sid ship Slurm 24.11 (sackd, auth/slurm with AuthInfo=use_client_ids, both from 23.11 on); bookworm ships
-#: 22.05, which has neither (measured: its slurm-wlm-basic-plugins has auth_munge.so only, and no sackd package):
-#: its cluster uses auth/munge, with the test account on the controller as well (sites with a directory service
-#: have it there), because slurmctld then resolves the submitting user itself.
+#: trixie ships Slurm 24.11, sid 26.05 (sackd, auth/slurm with AuthInfo=use_client_ids, both from 23.11 on);
+#: bookworm ships 22.05, which has neither (measured: its slurm-wlm-basic-plugins has auth_munge.so only, and no
+#: sackd package): its cluster uses auth/munge, with the test account on the controller as well (sites with a
+#: directory service have it there), because slurmctld then resolves the submitting user itself.
 SUITE_AUTH = {"trixie": "slurm", "sid": "slurm", "bookworm": "munge"}
 SUPPORTED_SUITES = tuple(SUITE_AUTH)
 
@@ -100,71 +101,6 @@ def suite_auth(suite: str) -> str:
 #: debconf answers given before the packages are installed: slapd makes no database of its own (the cluster's
 #: directory is configured and seeded at boot from the work dir, see directory.py).
 NODE_PRESEED = "slapd slapd/no_configuration boolean true\n"
-
-BUILDER_PACKAGES = (
-    "build-essential",
-    "dpkg-dev",
-    "libslurm-dev",
-    "libmunge-dev",
-    "libopenmpi-dev",
-    "openmpi-bin",
-    "pkg-config",
-)
-
-MPI_HELLO_C = r"""
-#include <mpi.h>
-#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    int rank = 0, size = 0;
-    char host[256] = "";
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gethostname(host, sizeof host - 1);
-    /* allreduce proves the ranks really talk to each other, not just that they started */
-    int sum = 0;
-    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    printf("mpi-hello rank=%d size=%d host=%s sum=%d\n", rank, size, host, sum);
-    MPI_Finalize();
-    return 0;
-}
-"""
-
-#: Runs inside the builder chroot (bash -eu). Writes artifacts to /build/out.
-BUILDER_SCRIPT = r"""
-set -euo pipefail
-mkdir -p /build/out /build/src
-cd /build/src
-echo "I: fetching Debian's slurm-wlm source package"
-# Some mirrors serve the upstream tarball but not the .dsc/.debian.tar: then build from the upstream source of
-# the same version (Debian's patches do not touch contribs/nss_slurm).
-apt-get source --download-only slurm-wlm >/build/apt-source.log 2>&1 || true
-if ls ./slurm-wlm_*.dsc >/dev/null 2>&1 && ls ./slurm-wlm_*.debian.tar.* >/dev/null 2>&1; then
-  dpkg-source --no-check -x ./slurm-wlm_*.dsc slurm >/build/dpkg-source.log 2>&1 \
-    || { cat /build/dpkg-source.log; exit 1; }
-elif ls ./slurm-wlm_*.orig.tar.* >/dev/null 2>&1; then
-  echo "I: the mirror has no .dsc for slurm-wlm; using its upstream tarball"
-  mkdir slurm && tar -xf ./slurm-wlm_*.orig.tar.* -C slurm --strip-components=1
-else
-  cat /build/apt-source.log; exit 1
-fi
-cd slurm
-echo "I: configuring slurm-wlm (for config.h only)"
-./configure --prefix=/usr --sysconfdir=/etc/slurm --libdir=/usr/lib/x86_64-linux-gnu \
-  --localstatedir=/var >/build/configure.log 2>&1 || { tail -n 40 /build/configure.log; exit 1; }
-echo "I: compiling libnss_slurm against the packaged libslurm"
-gcc -shared -fPIC -O2 -I. -Islurm -Isrc/common \
-  -o /build/out/libnss_slurm.so.2 contribs/nss_slurm/libnss_slurm.c \
-  -Wl,-soname,libnss_slurm.so.2 -Wl,--no-undefined -lslurm
-echo "I: compiling mpi-hello"
-mpicc -O2 -o /build/out/mpi-hello /build/mpi-hello.c
-dpkg-query -W -f='${Version}' libslurm-dev > /build/out/slurm-version
-# libnss_slurm links libslurm.so.N: the node image needs that runtime package (its name changes per release).
-dpkg-query -W -f='${Depends}\n' libslurm-dev | tr ',' '\n' | grep -o 'libslurm[0-9][a-z0-9]*' | head -n 1 \
-  > /build/out/libslurm-package
-test -s /build/out/libslurm-package
-"""
 
 #: Runs on the host with the finished node rootfs as $1 (mmdebstrap customize hook, mode root).
 NODE_CUSTOMIZE = r"""
@@ -226,7 +162,7 @@ def recipe_key(suite: str) -> str:
         "suite": suite,
         "node": sorted(node_packages(suite)),
         "builder": sorted(BUILDER_PACKAGES),
-        "scripts": [MPI_HELLO_C, BUILDER_SCRIPT, node_customize(suite), NODE_PRESEED],
+        "scripts": [MPI_HELLO_C, builder_script(suite), node_customize(suite), NODE_PRESEED],
         "format": 1,
     }
     raw = json.dumps(doc, sort_keys=True).encode()
@@ -251,8 +187,12 @@ def cached_image(suite: str, cache: Path | None = None) -> NodeImage | None:
     return NodeImage(info["digest"], base / "image.tar", base / "rootfs", suite, info["slurm_version"])
 
 
-def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None = None) -> NodeImage:
-    """The node image for ``suite``: reuse the cache or build it (several minutes, with progress)."""
+def ensure_image(
+    suite: str, mirror: str, progress: Progress, cache: Path | None = None, release: dict | None = None
+) -> NodeImage:
+    """The node image for ``suite``: reuse the cache or build it (several minutes, with progress). ``release``:
+    the mirror's Release file as judged before the build (release.ReleaseCheck.record); with
+    ``expired_accepted`` the sources carry ``[check-valid-until=no]``, and the image record keeps it."""
     if suite not in SUPPORTED_SUITES:
         raise SubstrateUnavailable(
             f"image: the local substrate has no node image recipe for suite {suite!r}; "
@@ -266,35 +206,18 @@ def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None
         if found is not None:
             return found
         progress(f"image: building the {suite} node image from {mirror} (first time only; takes minutes)")
+        source = f"[check-valid-until=no] {mirror}" if (release or {}).get("expired_accepted") else mirror
         t0 = time.monotonic()
         if base.exists():
             _remove_tree(base)
         base.mkdir(parents=True)
         work = Path(tempfile.mkdtemp(prefix="build-", dir=base))
         try:
-            artifacts = _build_artifacts(suite, mirror, work, progress)
+            artifacts = _build_artifacts(suite, source, work, progress)
             archive = base / "image.tar"
-            _build_node_archive(suite, mirror, artifacts, archive, work, progress)
-            progress("image: hashing the archive")
-            digest = _sha256_file(archive)
-            slurm_version = (artifacts / "slurm-version").read_text().strip()
-            progress("image: unpacking the read-only lower dir")
-            rootfs = base / "rootfs"
-            rootfs.mkdir()
-            subprocess.run(
-                ["tar", "-xpf", str(archive), "-C", str(rootfs), "--numeric-owner", "--xattrs", "--xattrs-include=*"],
-                check=True,
-            )
-            (rootfs / ".slurmflox-complete").write_text(digest + "\n")
-            meta = {
-                "digest": digest,
-                "suite": suite,
-                "mirror": mirror,
-                "slurm_version": slurm_version,
-                "built": time.time(),
-                "recipe": recipe_key(suite),
-            }
-            (base / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
+            _build_node_archive(suite, source, artifacts, archive, work, progress)
+            meta = {"suite": suite, "mirror": mirror, "recipe": recipe_key(suite), "release": release}
+            _unpack_and_record(base, archive, artifacts, meta, progress)
         finally:
             for log in work.glob("*.log"):  # keep the logs of the last attempt for diagnosis
                 shutil.copy(log, base / log.name)
@@ -303,6 +226,26 @@ def ensure_image(suite: str, mirror: str, progress: Progress, cache: Path | None
         assert image is not None
         progress(f"image: {image.ref} built in {time.monotonic() - t0:.0f}s")
         return image
+
+
+def _unpack_and_record(base: Path, archive: Path, artifacts: Path, meta: dict, progress: Progress) -> None:
+    """Hash the archive, unpack the read-only lower dir, write image.json (the image record)."""
+    progress("image: hashing the archive")
+    digest = _sha256_file(archive)
+    progress("image: unpacking the read-only lower dir")
+    rootfs = base / "rootfs"
+    rootfs.mkdir()
+    subprocess.run(
+        ["tar", "-xpf", str(archive), "-C", str(rootfs), "--numeric-owner", "--xattrs", "--xattrs-include=*"],
+        check=True,
+    )
+    (rootfs / ".slurmflox-complete").write_text(digest + "\n")
+    versions = {"slurm_version": (artifacts / "slurm-version").read_text().strip()}
+    nss = artifacts / "nss-slurm-source"  # a builder that took libnss_slurm's source from another version says so
+    if nss.is_file():
+        versions["nss_slurm_source"] = nss.read_text().strip()
+    record = {"digest": digest, **meta, **versions, "built": time.time()}
+    (base / "image.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _remove_tree(path: Path) -> None:
@@ -355,10 +298,10 @@ def _common_args(suite: str) -> list[str]:
     ]
 
 
-def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) -> Path:
+def _build_artifacts(suite: str, source: str, work: Path, progress: Progress) -> Path:
     out = work / "artifacts"
     out.mkdir()
-    (work / "builder.sh").write_text(BUILDER_SCRIPT)
+    (work / "builder.sh").write_text(builder_script(suite))
     (work / "mpi-hello.c").write_text(MPI_HELLO_C)
     chroot_dir = work / "builder-root"
     argv = [
@@ -369,8 +312,9 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
         f'--customize-hook=cp -a "$1/build/out/." {out}/',
         suite,
         str(chroot_dir),
-        f"deb {mirror} {suite} main",
-        f"deb-src {mirror} {suite} main",
+        f"deb {source} {suite} main",
+        f"deb-src {source} {suite} main",
+        *(f"deb-src {source} {other} main" for other in SOURCE_FALLBACK_SUITES.get(suite, ())),
     ]
     progress("image: stage 1/2: builder chroot (libnss_slurm from Debian's slurm-wlm source, mpi-hello)")
     _mmdebstrap(argv, work / "builder.log", progress, "builder")
@@ -382,7 +326,7 @@ def _build_artifacts(suite: str, mirror: str, work: Path, progress: Progress) ->
 
 
 def _build_node_archive(
-    suite: str, mirror: str, artifacts: Path, archive: Path, work: Path, progress: Progress
+    suite: str, source: str, artifacts: Path, archive: Path, work: Path, progress: Progress
 ) -> None:
     (work / "customize.sh").write_text(node_customize(suite))
     libslurm = (artifacts / "libslurm-package").read_text().strip()
@@ -393,7 +337,7 @@ def _build_node_archive(
         f'--customize-hook=sh {work}/customize.sh "$1" {artifacts}',
         suite,
         str(archive),
-        f"deb {mirror} {suite} main",
+        f"deb {source} {suite} main",
     ]
     daemons = "slurmctld, slurmd, sackd" if suite_auth(suite) == "slurm" else "slurmctld, slurmd"
     progress(f"image: stage 2/2: node rootfs ({daemons}, munge, openmpi+pmix, sshd)")

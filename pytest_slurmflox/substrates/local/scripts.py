@@ -163,6 +163,9 @@ case "$NODE_ROLE" in
 db)
     # MariaDB (socket only: nothing but slurmdbd in this node talks to it), then slurmdbd (#13).
     mkdir -p /run/mysqld /var/log/mysql /run/slurmdbd
+    # sid's MariaDB 11.8.9-4 client library looks for the server's socket in /run/mariadbd/ (measured: slurmdbd
+    # retried "Can't connect to local server through socket '/run/mariadbd/mysqld.sock'"); trixie's in /run/mysqld/
+    rm -rf /run/mariadbd && ln -s /run/mysqld /run/mariadbd  # this node's own /run, empty at boot
     chown mysql:mysql /run/mysqld /var/lib/mysql /var/log/mysql
     if [ ! -d /var/lib/mysql/mysql ]; then
         phase initializing mariadb
@@ -170,8 +173,9 @@ db)
             >/var/log/mysql/install.log 2>&1 || fail "mariadb-install-db failed (see /var/log/mysql/install.log)"
     fi
     phase starting mariadb
+    # the pid file named: sid's MariaDB 11.8.9 defaults it to /run/mariadbd/, which no node has (measured)
     /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --skip-networking \
-        --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
+        --pid-file=/run/mysqld/mysqld.pid --innodb-buffer-pool-size=32M --performance-schema=OFF --skip-name-resolve \
         --log-error=/var/log/mysql/error.log &
     pids+=($!)
     for _ in $(seq 300); do
@@ -200,7 +204,12 @@ SQL
     # slurmdbd reads slurmdbd.conf (and slurm.key) from the directory of SLURM_CONF
     SLURM_CONF=/run/slurmdbd/slurm.conf /usr/sbin/slurmdbd -D >>/var/log/slurm/slurmdbd.out 2>&1 &
     pids+=($!)
-    for _ in $(seq 300); do (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.05; done
+    # a first start creates every table (longer on a newer Slurm or a loaded host): wait while slurmdbd lives
+    for _ in $(seq 2400); do
+        (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null && break
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
     (echo >/dev/tcp/127.0.0.1/6819) 2>/dev/null || fail "slurmdbd does not listen (see /var/log/slurm/slurmdbd.log)"
     ;;
 ctl)

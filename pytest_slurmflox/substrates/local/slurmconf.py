@@ -87,6 +87,10 @@ def render_slurm_conf(c: ClusterConf) -> str:
         *_accounting(c),
         "JobCompType=jobcomp/none",
         "SchedulerType=sched/backfill",
+        # the defaults the cluster runs with, written so every Slurm runs the same: priority/multifactor is the
+        # default since 23.11 (Slurm commit 2f301e7958, src/common/read_config.h DEFAULT_PRIORITY_TYPE; 22.05's is
+        # priority/basic); MinJobAge below is 300 s on every version (DEFAULT_MIN_JOB_AGE)
+        "PriorityType=priority/multifactor",
         "SelectType=select/cons_tres",
         f"SelectTypeParameters={c.select_params}",
         *([f"DefMemPerCPU={c.def_mem_per_cpu}"] if c.def_mem_per_cpu else []),
@@ -107,7 +111,7 @@ def render_slurm_conf(c: ClusterConf) -> str:
         "MessageTimeout=10",
         "KillWait=5",
         "InactiveLimit=0",
-        "MinJobAge=300",
+        "MinJobAge=300",  # how long a finished job stays in slurmctld (squeue -t all) before only sacct has it
         f"Nodeset=workers Feature={WORKER_FEATURE}",
         f"PartitionName={c.partition} Nodes=workers Default=YES MaxTime=INFINITE State=UP",
     ]

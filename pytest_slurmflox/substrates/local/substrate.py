@@ -48,7 +48,7 @@ from ...model.target import (
 )
 from ...model.workdir import Workdir, atomic_write
 from .. import Progress, Substrate, SubstrateUnavailable
-from . import accounting, directory, keys
+from . import accounting, apt, directory, image, keys, release
 from .capacity import Capacity
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarders import Forwarders
@@ -87,8 +87,17 @@ class LocalSubstrate(Substrate):
 
     # ================================================================================== up
     def refuse(self) -> None:
-        """More workers than this host holds (capacity.py) is refused before anything starts, in one line."""
-        Capacity.of_host().refuse(self.cluster.settings.compute_replicas)
+        """Refused before anything starts, in one line: more workers than this host holds (capacity.py); an image
+        to build from a mirror whose suite Release file has expired, unless accepted (release.py)."""
+        s = self.cluster.settings
+        Capacity.of_host().refuse(s.compute_replicas)
+        if s.local_suite not in image.SUPPORTED_SUITES or image.cached_image(s.local_suite, self.cluster.cache):
+            return
+        try:
+            mirror = apt.debian_mirror(apt.host_sources())
+        except SubstrateUnavailable:
+            return  # not a Debian host: `up` names it where it needs the mirror
+        release.judged(mirror, s.local_suite, accept_expired=s.local_accept_expired_release, cached=False)
 
     def up(self) -> dict:
         with self.cluster.exclusive():
