@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,10 @@ class ReportWriter:
         self.started = time.time()
         self._profile: Profile | None = None
         self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
+        #: Judges that run at the session's end, before the verdict, over what the checks recorded (TB's comparison
+        #: with an earlier run): each may add checks to :attr:`collector` and records to :attr:`extra_records`.
+        self.late_judges: list[Callable[[ReportWriter], None]] = []
+        self.extra_records: dict[str, dict[str, Any]] = {}  #: node id -> more fields of its evidence.json record
 
     @property
     def profile(self) -> Profile:
@@ -198,6 +203,8 @@ class ReportWriter:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Decide, write evidence.json, set the exit status; runs before JUnit and HTML are written."""
+        for late in self.late_judges:
+            late(self)
         checks = list(self.collector.checks.values())
         self.signoff = decide(
             checks,
@@ -269,7 +276,8 @@ class ReportWriter:
     def _check_record(self, check: Check) -> dict[str, Any]:
         """A check in evidence.json, with its measured values (``metrics``) when it recorded any."""
         found = self.metrics.get(check.nodeid)
-        return {**check.as_dict(), "metrics": found} if found else check.as_dict()
+        record = {**check.as_dict(), "metrics": found} if found else check.as_dict()
+        return {**record, **self.extra_records.get(check.nodeid, {})}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Runs after JUnit and HTML are written: print the summary, then scan every artifact for secrets."""
