@@ -192,9 +192,8 @@ def test_a_regression_is_a_tb_fail_in_the_verdict_and_the_evidence_and_no_baseli
     assert any("regressed against the earlier run" in r for r in evidence["run"]["verdict_reasons"]), evidence["run"]
     assert not saved.exists()
     said = [line for line in result.stdout.lines if "save-baseline" in line]
-    assert said == [
-        f"slurmflox: save-baseline: {saved} not written: TB did not PASS in this run (test_against_the_earlier_run FAIL)"
-    ], said
+    why = "TB did not PASS in this run (test_against_the_earlier_run FAIL)"
+    assert said == [f"slurmflox: save-baseline: {saved} not written: {why}"], said
 
 
 def test_artifacts_exist_and_validate(pytester, site):
