@@ -1,23 +1,30 @@
 """TB: performance baselines, measured on every worker and judged worker by worker (and ring pair by ring pair).
 
-Requirement: every worker (or ring pair) shows each metric within the band the target declares for it, and,
-where the target declares none, no worker is far from the cohort: a throughput below 0.7 x the cohort's median or
-a latency above 1.5 x it (``--slurmflox-outlier-throughput``, ``--slurmflox-outlier-latency``) FAILs naming the
-worker. Every value goes into ``evidence.json`` (the check's ``metrics``: metric, worker or pair, value, unit,
-method); a metric the target declares nothing for is recorded and carries no verdict of its own.
+Requirement: every worker (or ring pair) shows each metric within the band the target declares for it (a
+reference declared without ``lower``/``upper`` is bounded anyway: judges/baselines.py ``default_band``), and, always
+beside the band, no worker is far from the others: a throughput below 0.7 x the median of the *other* workers or a
+latency above 1.5 x it (``--slurmflox-outlier-throughput``, ``--slurmflox-outlier-latency``) FAILs naming the worker;
+a slow link names the worker every link of which is slow, else the pair (judges/outliers.py). Every value goes into
+``evidence.json`` (the check's ``metrics``: metric, worker or pair, value, unit, method, what judged it); a metric
+nothing could judge (no reference, no cohort to compare with) is said in the check's evidence, and in a sign-off of
+a target that declares ``expect.performance`` (TB required) it makes the check NOT RUN: a figure nothing judged is
+no PASS.
 
 Where the expectations come from: the target's ``expect.performance`` (per metric ``reference``, ``unit``,
 ``lower``/``upper`` absolute or a percent of the reference, and per kind of worker under ``features``: a Slurm node
-feature or partition the worker has, as ``scontrol show node`` lists them) and the median of the workers of the
-same kind. Never the worker under test: a worker is compared with the band and with the others, never with itself.
+feature or partition the worker has, as ``scontrol show node`` lists them; the same names say which workers the
+cohort judge compares apart), the other workers and pairs of this run (and, where ``scontrol show topology`` knows
+them, the workers under the same leaf switch). Never the worker under test: a worker is compared with the band and
+with the others, never with itself.
 
 How each metric is measured, each metric in ONE multi-node step over the whole cohort (a step per metric, not per
 worker: the cost grows linearly with the workers only where the measurement itself does):
 
-- MPI latency (8 B) and bandwidth (1 MiB): an OSU-style ping-pong (osu_latency / osu_bw's ping-pong form: the
-  initiator sends, the partner returns the message; half the median round trip is the latency, bytes over half
-  the median round trip the bandwidth; OSU averages, but on cores shared with other work a few delayed wake-ups
-  dominate a mean and two idle runs differed 2x, where the median holds) between each worker and its ring
+- MPI latency (8 B) and bandwidth (1 MiB messages): an OSU-style ping-pong for the latency (osu_latency's form: the
+  initiator sends, the partner returns the message; half the median round trip; OSU averages, but on cores shared
+  with other work a few delayed wake-ups dominate a mean and two idle runs differed 2x, where the median holds) and
+  a one-way stream for the bandwidth (osu_bw's form: a window of 8 messages, then a 1-byte ack; bytes over the
+  median window: a way out or in that is throttled shows in that direction alone) between each worker and its ring
   neighbour, in two phases: every worker i pings i+1, then every worker i pings i-1, one pair at a time with the
   others waiting at a barrier, so each worker is measured towards both neighbours and in both directions. The
   program is compiled on a worker with the worker's own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one
@@ -33,7 +40,9 @@ worker: the cost grows linearly with the workers only where the measurement itse
   goes falls on every worker's trials alike: in CI, with the workers taking whole turns, a healthy worker's three
   trials all met another test's load and its best was 0.54x of its peer's.
 - Shared storage: every worker writes a 32 MiB file to the shared home (``dd``, fsync'd), and the next worker of a
-  ring over the cohort reads it back (as T9's check). Writes and reads are both timed trials, the fastest of three
+  ring over the cohort reads it back (as T9's check) past its own page cache (``dd iflag=direct``, else the file's
+  cached pages dropped before each pass; the evidence says which: a file read again and again from the reader's
+  cache measured the reader's memory, not the storage). Writes and reads are both timed trials, the fastest of three
   counting: a trial writes (or reads) the file through again and again for at least :data:`TRIAL_MS`, timed on the
   worker (one pass of a few ms measures mostly the host's scheduling: a healthy worker's read at 0.48x of its
   peer's, and in CI a healthy worker's single write at 0.49x, were seen on a loaded host). The workers write
