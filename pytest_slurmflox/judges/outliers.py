@@ -73,10 +73,11 @@ class Verdicts:
 
 def switches_of(text: str) -> dict[str, str]:
     """Worker -> its leaf switch, from ``scontrol show topology`` (topology/tree: lines ``SwitchName=s1 Level=0
-    ... Nodes=node[1-4]``); empty where Slurm has no topology (the plugin not configured)."""
+    ... Nodes=node[1-4]``; topology/block: ``BlockName=b1 ... Nodes=...``, a block taken as a switch); empty where
+    Slurm has no topology (the plugin not configured)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
-        name, level, nodes = (re.search(rf"\b{k}=(\S+)", line) for k in ("SwitchName", "Level", "Nodes"))
+        name, level, nodes = (re.search(rf"\b{k}=(\S+)", line) for k in ("(?:SwitchName|BlockName)", "Level", "Nodes"))
         if name and nodes and (level is None or level.group(1) == "0") and nodes.group(1) != "(null)":
             for node in expand(nodes.group(1)):
                 out.setdefault(node, name.group(1))

@@ -56,6 +56,7 @@ def test_slurms_topology_gives_switch_groups_judged_among_themselves_too():
     switches = switches_of(text)
     assert switches == {"w1": "s0", "w2": "s0", "w3": "s0", "w4": "s1", "w5": "s1", "w6": "s1"}
     assert switches_of("Topology plugin may not be configured") == {}
+    assert switches_of("BlockName=b1 BlockIndex=0 Nodes=w[1-2] BlockSize=2") == {"w1": "b1", "w2": "b1"}
     # s1's workers are faster as a group (a newer generation), w4 far below its switch peers yet above the cohort's
     # slower half: only its switch group sees it
     samples = _workers("memory_triad", w1=10000, w2=10000, w3=10000, w4=13000, w5=20000, w6=20000)
