@@ -135,9 +135,8 @@ def _judged(request, terms: Terms, samples: list[Sample], expected: str, *eviden
     judges = "judged by:\n" + "\n".join(found.lines())
     requirement(not found.problems, f"{expected}: " + "; ".join(found.problems), *evidence, "measured:\n" + shown,
                 judges)  # fmt: skip
-    if found.unjudged and terms.strict:
-        said = "; ".join(f"{m} ({why})" for m, why in found.unjudged.items())
-        pytest.skip(f"{NOT_RUN_PREFIX}nothing could judge {said}: declare a reference for it in expect.performance")
+    if found.not_run(terms.strict):
+        pytest.skip(NOT_RUN_PREFIX + found.not_run(terms.strict))
 
 
 def _rounds(terms: Terms, measure) -> tuple[list[Sample], object, int]:

@@ -225,6 +225,14 @@ class Assessment:
     judged_by: dict[str, list[str]]
     unjudged: dict[str, str]
 
+    def not_run(self, required: bool) -> str:
+        """Why the check is NOT RUN ("" when it is not): where TB is ``required`` (a sign-off of a target that
+        declares ``expect.performance``) a metric nothing could judge is no PASS."""
+        if not (required and self.unjudged):
+            return ""
+        said = "; ".join(f"{m} ({why})" for m, why in self.unjudged.items())
+        return f"nothing could judge {said}: declare a reference for it in expect.performance"
+
     def lines(self) -> list[str]:
         """One line per metric: what judged it, or that nothing did and why."""
         return [f"{m}: judged by {' and '.join(by)}" if by else f"{m}: judged by nothing ({self.unjudged[m]})"

@@ -140,3 +140,17 @@ def test_metrics_nothing_judged_are_listed_with_the_reason():
     found = assess(samples, declared)
     assert found.judged_by["scheduler_burst"] == [BY_BAND] and "scheduler_burst" not in found.unjudged
     assert found.problems == ["scheduler_burst cluster: 0.2 jobs/s outside [2.5, inf] jobs/s (reference 5)"]
+
+
+def test_where_tb_is_required_a_metric_nothing_judged_makes_the_check_not_run():
+    """A sign-off of a target that declares expect.performance: a figure nothing judged is no PASS; elsewhere the
+    same figure is only said."""
+    samples = [*_workers("memory_triad", w1=900, w2=880), Sample("scheduler_burst", "cluster", 0.2)]
+    found = assess(samples, {"memory_triad": {"reference": 1000, "unit": "MB/s", "lower": "20%"}})
+    assert found.not_run(required=False) == ""
+    assert found.not_run(required=True) == (
+        "nothing could judge scheduler_burst (no reference declared; one value for the cluster: no cohort to compare "
+        "with): declare a reference for it in expect.performance"
+    )
+    both = assess(samples, {"scheduler_burst": {"reference": 0.1, "unit": "jobs/s"}})
+    assert both.not_run(required=True) == "" and both.problems == []
