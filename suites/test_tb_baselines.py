@@ -24,7 +24,7 @@ worker: the cost grows linearly with the workers only where the measurement itse
   initiator sends, the partner returns the message; half the median round trip; OSU averages, but on cores shared
   with other work a few delayed wake-ups dominate a mean and two idle runs differed 2x, where the median holds) and
   a one-way stream for the bandwidth (osu_bw's form: a window of 8 messages, then a 1-byte ack; bytes over the
-  median window: a way out or in that is throttled shows in that direction alone) between each worker and its ring
+  fastest window: a way out or in that is throttled shows in that direction alone) between each worker and its ring
   neighbour, in two phases: every worker i pings i+1, then every worker i pings i-1, one pair at a time with the
   others waiting at a barrier, so each worker is measured towards both neighbours and in both directions. The
   program is compiled on a worker with the worker's own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one

@@ -58,7 +58,7 @@ METRICS: dict[str, Metric] = {
             "MB/s",
             True,
             "pair",
-            "OSU-style one-way stream (osu_bw), a window of 8 x 1 MiB then a 1-byte ack, bytes / the median window",
+            "OSU-style one-way stream (osu_bw), a window of 8 x 1 MiB then a 1-byte ack, bytes / the fastest window",
         ),
         Metric(
             "memory_triad",
