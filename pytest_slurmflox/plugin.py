@@ -26,6 +26,7 @@ from .harness.options import (
     EarlyOptions,
     add_options,
     checked_busy_timeout,
+    checked_signer,
     checked_up,
     checked_workloads,
     get_option,
@@ -46,6 +47,7 @@ from .harness.selection import (
 from .harness.session import SlurmfloxSession
 from .harness.sitedeps import SiteDependencies
 from .harness.verbs import requested_verbs, run_verbs
+from .harness.waitnotes import WaitNotes
 from .model.groups import MARKERS
 from .model.runrecord import start_of
 from .reporting.report import SignoffRequest, register_report_writer
@@ -65,6 +67,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         from .harness.doctor import doctor
 
         return doctor(Path(checked))
+    verified = get_option(config, "slurmflox_verify")
+    if verified:
+        from .reporting.signing import verify_command
+
+        return verify_command(Path(verified), get_option(config, "slurmflox_allowed_signers"))
     starter = get_option(config, "slurmflox_init_target")
     if starter:
         from .harness.starter import init_target
@@ -120,11 +127,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "slurmflox-fixtures")
     config.pluginmanager.register(sitefixtures, "slurmflox-site-fixtures")
     config.pluginmanager.register(SiteDependencies(state), "slurmflox-site-dependencies")
+    config.pluginmanager.register(WaitNotes(config, state), "slurmflox-wait-notes")
     if hasattr(config, "workerinput") or config.option.collectonly or not reports_wanted(config):
         return
     request = SignoffRequest(
         requested=bool(get_option(config, "slurmflox_signoff")),
         workloads_given=bool(get_option(config, "slurmflox_workloads")),
+        signer=checked_signer(config),
     )
     writer = register_report_writer(config, state, get_option(config, "slurmflox_reports"), request)
     register_history(config, writer)

@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 
 import pytest
 
+from pytest_slurmflox.base.waits import Status
 from pytest_slurmflox.cluster.submit import Jobs
 from pytest_slurmflox.model.busy import Look, look_command, parse_look, queued_job
 from pytest_slurmflox.model.runrecord import RunRecords
@@ -39,8 +40,9 @@ class _Step(Protocol):
 S = TypeVar("S", bound=_Step)
 #: The run's record of when it began to wait for held workers (pytest_slurmflox/model/runrecord.py).
 BUSY_RECORD = "busy-since"
-#: Seconds of one wait in Slurm's queue between two looks at the nodes (a node that stops serving ends the wait).
-SLICE = 30
+#: Seconds of one wait in Slurm's queue between two looks at the nodes (a node that stops serving ends the wait);
+#: each look says what the step waits for (waits.Status), so a line comes at least every 30 s with the look's time.
+SLICE = 25
 #: An ``--immediate`` a caller gave: the retry replaces it with what is left of the budget.
 _IMMEDIATE = re.compile(r"\s*--immediate(?:=\S+)?")
 
@@ -94,6 +96,7 @@ def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float],
     # T10's admin step is no Jobs, and Jobs without the run's records cannot share its budget: neither waits
     budget = jobs.busy_timeout if isinstance(jobs, Jobs) and jobs.records is not None else None
     res, waited = attempt(args, timeout), False
+    status = Status(f"a step on every worker ({', '.join(nodes)}) whose allocation queued", first=0)
     while budget is not None and not res.own:
         queued = queued_job(res.stdout + res.stderr)
         if queued is None:
@@ -107,6 +110,7 @@ def waiting_for_held(jobs, nodes: Sequence[str], attempt: Callable[[str, float],
         left = int(_busy_since(jobs.records) + budget - time.time())
         if left < 1:
             raise BusyPastBudget(seen, budget, nodes)
+        status.tick(f"{seen.describe()}; {left} s left of the run's budget of {budget:.0f} s (job {queued} queued)")
         if res.exit_status == 124:  # the runner gave up on the client: its request may still be queued ahead
             jobs.slurm.cancel(queued)
         wait = min(left, SLICE)

@@ -91,3 +91,14 @@ class EveryWorker:
         """FAIL naming :attr:`what` and every unmet part, with the evidence that decided them; nothing when all
         held."""
         requirement(not self.unmet_parts, f"{self.what}: " + "; ".join(self.unmet_parts), *evidence)
+
+
+def exec_refused(target, refused, *, declared_access: bool) -> None:
+    """A command could not be run in a pod (``refused``: kubeexec.ExecRefused, its one reason of ours naming the
+    object, the verb and the user or node). NOT RUN when the target does not declare that the run has that access;
+    FAIL naming it when it does (a target a substrate wrote has the access it deployed with: declared)."""
+    from pytest_slurmflox.reporting.signoff import NOT_RUN_PREFIX
+
+    if not declared_access and target.spec.declared is not None:
+        pytest.skip(f"{NOT_RUN_PREFIX}{refused.reason} (the target does not declare this access)")
+    requirement(False, "the run may run commands in the worker pods as the target declares", refused.reason)

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slurmflox.base.kubeexec import ExecRefused
 from pytest_slurmflox.cluster.gates import require
 from pytest_slurmflox.cluster.kubeobjects import worker_pods
-from pytest_slurmflox.judges.kubechecks import worker_template_problems
+from pytest_slurmflox.judges.kubechecks import PROFILE_INIT, cohort_problems, missing_addition, worker_template_problems
 from pytest_slurmflox.model.declared import IMAGE, NODE_DEBUG, REVISION_INPUTS
 from pytest_slurmflox.model.nodedebug import containerd_config
 
-from ._capability import declared, requirement
+from ._capability import declared, exec_refused, requirement
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.T1, pytest.mark.needs_kube, pytest.mark.needs_flox]
 
@@ -45,15 +46,15 @@ def _worker_pods(target):
 def test_worker_pods_run_under_runtimeclass_flox(target, expect):
     pods = _worker_pods(target)
     declared(target, *REVISION_INPUTS)
-    for pod in pods:
-        problems = worker_template_problems(
-            pod,
-            environment=expect.environment,
-            revision=expect.revision,
-            image=expect.image,
-            activate_mode=expect.settings.worker_flox_activate_mode,
-        )
-        requirement(not problems, f"worker pod {pod['metadata']['name']} carries the runtime contract", *problems)
+    expected = {
+        "environment": expect.environment,
+        "revision": expect.revision,
+        "image": expect.image,
+        "activate_mode": expect.settings.worker_flox_activate_mode,
+    }
+    # each problem once, naming the pods (a reference addition a plain upstream NodeSet lacks: once, as missing)
+    problems = cohort_problems(pods, lambda pod: worker_template_problems(pod, **expected))
+    requirement(not problems, f"each of the {len(pods)} worker pods carries the runtime contract", *problems)
 
 
 def test_runtimeclass_flox_is_handled_by_the_flox_shim(target):
@@ -66,31 +67,36 @@ def test_runtimeclass_flox_is_handled_by_the_flox_shim(target):
 def test_profile_initializer_runs_the_expected_image(target, expect):
     pods = _worker_pods(target)
     declared(target, IMAGE)
-    for pod in pods:
-        inits = {c.get("name"): c for c in pod["spec"].get("initContainers") or []}
-        init = inits.get("flox-task-profile-init")
-        requirement(
-            init is not None and init.get("image") == expect.image,
-            f"{pod['metadata']['name']}: flox-task-profile-init runs {expect.image}",
-            str(init),
-        )
+
+    def judge(pod) -> list[str]:
+        init = {c.get("name"): c for c in pod["spec"].get("initContainers") or []}.get(PROFILE_INIT)
+        if init is None:
+            return [missing_addition(f"init container {PROFILE_INIT}", PROFILE_INIT)]
+        return [] if init.get("image") == expect.image else [f"{PROFILE_INIT} runs {init.get('image')}"]
+
+    problems = cohort_problems(pods, judge)
+    requirement(not problems, f"{PROFILE_INIT} runs {expect.image} in each of the {len(pods)} worker pods", *problems)
 
 
 #: Where a Flox-realized environment lives: the Nix store the shim realizes into.
 FLOX_STORE = "/nix/store/"
+#: slurmd's own FLOX_ENV, read from its process environment in the slurmd container, and where it resolves to.
+SLURMD_FLOX_ENV = (
+    'for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = slurmd ]; then '
+    "e=$(tr '\\0' '\\n' < $p/environ | sed -n 's/^FLOX_ENV=//p'); "
+    'echo "FLOX_ENV=$e"; echo "RESOLVED=$(readlink -f "$e")"; exit 0; fi; done; exit 1'
+)
 
 
 def test_slurmd_process_runs_inside_the_pinned_environment(target, expect):
     realized: dict[str, str] = {}
     for pod in _worker_pods(target):
         name = pod["metadata"]["name"]
-        res = target.kube.exec(
-            name,
-            "slurmd",
-            'for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = slurmd ]; then '
-            "e=$(tr '\\0' '\\n' < $p/environ | sed -n 's/^FLOX_ENV=//p'); "
-            'echo "FLOX_ENV=$e"; echo "RESOLVED=$(readlink -f "$e")"; exit 0; fi; done; exit 1',
-        )
+        try:
+            res = target.kube.exec(name, "slurmd", SLURMD_FLOX_ENV)
+        except ExecRefused as refused:  # forbidden, no kubelet, not running: NOT RUN, or FAIL where declared
+            exec_refused(target, refused, declared_access=target.spec.kubernetes.pod_exec)
+            raise
         values = dict(line.partition("=")[::2] for line in res.stdout.splitlines() if "=" in line)
         env, resolved = values.get("FLOX_ENV", ""), values.get("RESOLVED", "")
         requirement(
@@ -125,7 +131,12 @@ def test_node_containerd_maps_the_flox_handler_to_the_shim(target):
     hosts = sorted({p["spec"].get("nodeName") or "" for p in pods})
     requirement(all(hosts), "every worker pod is scheduled on a node", str(hosts))
     for host in hosts:
-        problems = node_problems(host, read(host))
+        try:
+            answer = read(host)
+        except ExecRefused as refused:  # the debug pod refused: the declared image declares that access
+            exec_refused(target, refused, declared_access=True)
+            raise
+        problems = node_problems(host, answer)
         requirement(
             not problems,
             f"{host}: containerd maps runtime {FLOX_RUNTIME_HANDLER} to {FLOX_SHIM_PATH} as Flox needs",

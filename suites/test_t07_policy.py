@@ -261,7 +261,11 @@ def test_time_limit_is_enforced(request, time_limited_job):
         )
     # Queueing is not the limit's business: in a concurrent run the job may wait behind other checks' jobs first.
     jobs.wait(job, timeout=queue_timeout(), until=frozenset({"RUNNING"}) | TERMINAL_STATES)
-    state = jobs.wait(job, timeout=limit_timeout(LIMIT_MINUTES + rule.over_time))[job]
+    state = jobs.wait(
+        job,
+        timeout=limit_timeout(LIMIT_MINUTES + rule.over_time),
+        what=f"job {job} to outlive its {LIMIT_MINUTES}-minute time limit and end TIMEOUT",
+    )[job]
     ended = jobs.slurm.end_time(job)  # the span ends when Slurm ended the job, not when this check, last, looked
     if ended:
         request.node.user_properties.append((UNTIL, ended))

@@ -9,6 +9,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -127,35 +128,51 @@ def destroy(home: Path, common: tuple[str, ...]) -> str:
     return proc.stdout
 
 
-def run_pytest(cwd: Path, *args: str, timeout: float = 1500) -> Run:
+def _streamed(argv: list[str], cwd: Path, env: dict[str, str], timeout: float, on_line) -> tuple[int, str]:
+    """Run ``argv`` handing each line of its output (stdout and stderr together) to ``on_line`` as it comes;
+    killed after ``timeout`` seconds (then exit status -9)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    killer = threading.Timer(timeout, proc.kill)
+    killer.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            on_line(line)
+    finally:
+        killer.cancel()
+    return proc.wait(), "".join(lines)
+
+
+def run_pytest(cwd: Path, *args: str, timeout: float = 1500, on_line=None) -> Run:
+    """An acceptance run as a user starts it; ``on_line`` (optional) is handed each line of its terminal as it
+    comes, while the run lasts."""
     junit = cwd / f"junit-{time.monotonic_ns()}.xml"
     env = clean_env()
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "pytest_slurmflox.suites",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",  # an acceptance run's order is the plugin's; pytest-randomly shuffles the project's tests
-            "-o",
-            "junit_family=xunit1",
-            f"--junitxml={junit}",
-            "-rs",
-            *args,
-        ],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    print(f"[pytest {' '.join(args)}] exit {proc.returncode} in {time.monotonic() - t0:.1f}s")
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "pytest_slurmflox.suites",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",  # an acceptance run's order is the plugin's; pytest-randomly shuffles the project's tests
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+        "-rs",
+        *args,
+    ]
+    if on_line is not None:
+        rc, output = _streamed(argv, cwd, env, timeout, on_line)
+    else:
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        rc, output = proc.returncode, proc.stdout + proc.stderr
+    print(f"[pytest {' '.join(args)}] exit {rc} in {time.monotonic() - t0:.1f}s")
     cases: dict[str, tuple[str, str]] = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -166,7 +183,7 @@ def run_pytest(cwd: Path, *args: str, timeout: float = 1500) -> Run:
                 if el is not None:
                     outcome, message = tag, (el.get("message") or "") + (el.text or "")
             cases[name] = (outcome, message)
-    return Run(proc.returncode, proc.stdout + proc.stderr, cases)
+    return Run(rc, output, cases)
 
 
 def local_substrate(workdir: Path, **cli: str) -> LocalSubstrate:

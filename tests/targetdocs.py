@@ -36,6 +36,7 @@ EVERY_KEY: dict[str, Any] = {
         "worker_label": "slurm.example/pool=hpc",
         "worker_taint": "slurm.example/pool=hpc:NoSchedule",
         "node_debug_image": "busybox:1.36",
+        "pod_exec": True,
     },
     "slurm": {
         "partition": "gpu",

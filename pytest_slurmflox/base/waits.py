@@ -12,12 +12,21 @@ every 30 s (``PERIODIC_TIMEOUT``) and gives a timed-out job ``KillWait`` (defaul
 :func:`poll` is the one loop that waits for a condition on this host or a cluster: a timeout passed by name, a
 message that says what was awaited (and what was still missing when it gave up). :func:`poll_last` is the same
 loop for a check that judges what it saw with its own requirement, so its FAIL names what was wrong.
+
+Every wait says what it waits for: once it has lasted :data:`FIRST_STATUS` seconds, a :class:`Status` line every
+:data:`STATUS_EVERY` seconds at most (``waiting 42 s for jobs 17, 18 to end: 17=RUNNING/None``), through the
+standard ``logging`` logger :data:`WAIT_LOGGER`. Whoever runs the wait decides where the lines go (the plugin sends
+them to the terminal of the process that owns the run and to the report's run notes, harness/waitnotes.py); a wait
+outside a run says them to nobody.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import select
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -33,6 +42,37 @@ LIMIT_SLACK = 2 * (2 * 30.0 + 30.0)
 #: Jobs of other checks that may hold the nodes while a concurrent run queues a job: each is a short job bounded by
 #: :func:`job_timeout` with at most two stages, so queueing behind them costs at most that plus the job's own pass.
 QUEUE_STAGES = 3
+
+#: The logger every wait's status line goes to (INFO; its handler is the harness's, not this module's).
+WAIT_LOGGER = "slurmflox.waits"
+#: Seconds a wait lasts before it first says what it waits for.
+FIRST_STATUS = 10.0
+#: Seconds between two status lines of one wait at most, once it has begun to say them (under 30 s with the time a
+#: look itself takes).
+STATUS_EVERY = 25.0
+
+
+class Status:
+    """The status lines of one wait for ``what``: :meth:`tick` at every look says ``waiting N s for <what>[:
+    <detail>]`` once the wait has lasted ``first`` seconds, and again whenever :data:`STATUS_EVERY` seconds have
+    passed since the last line (a caller that looks less often than that says a line at every look)."""
+
+    def __init__(self, what: str, *, first: float | None = None) -> None:
+        self.what, self.first = what, FIRST_STATUS if first is None else first
+        self.began = time.monotonic()
+        self.said: float | None = None
+
+    def tick(self, detail: str = "") -> bool:
+        """Say the status line if it is due (returns whether it said one)."""
+        now = time.monotonic()
+        waited = now - self.began
+        due = waited >= self.first if self.said is None else now >= self.said + STATUS_EVERY
+        if due:
+            self.said = now
+            logging.getLogger(WAIT_LOGGER).info(
+                "waiting %.0f s for %s%s", waited, self.what, f": {detail}" if detail else ""
+            )
+        return due
 
 
 def job_timeout(runtime: float = 0.0, *, stages: int = 1) -> float:
@@ -64,17 +104,27 @@ class WaitTimedOut(TimeoutError):
         super().__init__(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else ""))
 
 
-def poll(probe: Callable[[], T | None], *, what: str, timeout: float, interval: float = 0.1) -> T:
+def poll(
+    probe: Callable[[], T | None],
+    *,
+    what: str,
+    timeout: float,
+    interval: float = 0.1,
+    detail: Callable[[], str] | None = None,
+) -> T:
     """Call ``probe`` every ``interval`` seconds until it returns something other than None, and return that.
     ``probe`` may raise to stop at once (a process that died is no reason to wait on). After ``timeout`` seconds
-    raises :class:`WaitTimedOut` naming ``what``; the probe is always called at least once."""
+    raises :class:`WaitTimedOut` naming ``what``; the probe is always called at least once. A wait that lasts says
+    what it waits for (:class:`Status`), with ``detail()`` (what is still missing) when given."""
     deadline = time.monotonic() + timeout
+    status = Status(what)
     while True:
         value = probe()
         if value is not None:
             return value
         if time.monotonic() >= deadline:
             raise WaitTimedOut(what, timeout)
+        status.tick(detail() if detail is not None else "")
         time.sleep(interval)
 
 
@@ -91,7 +141,7 @@ def poll_missing(check: Callable[[], str | None], *, what: str, timeout: float, 
         return None
 
     try:
-        poll(probe, what=what, timeout=timeout, interval=interval)
+        poll(probe, what=what, timeout=timeout, interval=interval, detail=lambda: missing[0])
     except WaitTimedOut:
         raise WaitTimedOut(what, timeout, missing[0]) from None
 
@@ -114,3 +164,23 @@ def poll_last(
         return poll(probe, what=what, timeout=timeout, interval=interval)[0]
     except WaitTimedOut:
         return last[0]
+
+
+def lines_or_silence(fd: int, every: float) -> Iterator[str | None]:
+    """The lines a process writes to ``fd`` until it closes it, and None each time ``every`` seconds pass without
+    a line (so the reader can say what it waits for)."""
+    pending = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], every)
+        if not ready:
+            yield None
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        for line in whole:
+            yield line.decode(errors="replace") + "\n"
+    if pending:
+        yield pending.decode(errors="replace")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base.kubeexec import ExecRefused, answered, failed_status, refusal
 from ..base.run import Invocation, Observer, Result
 
 SLINKY_GROUP = "slinky.slurm.net"
@@ -74,6 +75,29 @@ class KubeClient:
             return True
         except Exception:
             return False
+
+    def may(self, verb: str, resource: str, group: str = "", subresource: str = "") -> bool | None:
+        """Whether the run's user may ``verb`` ``resource`` in this namespace (a ``SelfSubjectAccessReview``:
+        authorization.k8s.io/v1, answered by the API server's authorizers, nothing stored); None when not
+        answered."""
+        from kubernetes import client
+
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=None if resource == "nodes" else self.namespace,
+                    verb=verb,
+                    group=group,
+                    resource=resource,
+                    subresource=subresource or None,
+                )
+            )
+        )
+        try:
+            answer = client.AuthorizationV1Api(self._api).create_self_subject_access_review(review)
+        except Exception:  # not answered: the caller says so, the client's text goes nowhere
+            return None
+        return bool(answer.status and answer.status.allowed)
 
     # ------------------------------------------------------------------------------------ core reads
     def server_version(self) -> str:
@@ -206,18 +230,22 @@ class PodRunner:
         from kubernetes.stream import stream
 
         call = Invocation.start(command, args, env)
-        resp = stream(
-            self.kube.core.connect_get_namespaced_pod_exec,
-            self.pod,
-            self.kube.namespace,
-            container=self.container,
-            command=call.argv,
-            stdin=input is not None,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-        )
+        try:
+            resp = stream(
+                self.kube.core.connect_get_namespaced_pod_exec,
+                self.pod,
+                self.kube.namespace,
+                container=self.container,
+                command=call.argv,
+                stdin=input is not None,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+            )
+        except Exception as exc:  # the client's text never leaves: classified from what the server answered
+            code, status = answered(exc)
+            raise self.refused(code, status) from None
         if input is not None:
             resp.write_stdin(input)
         out, err = [], []
@@ -234,6 +262,9 @@ class PodRunner:
                 timed_out = True
                 break
         resp.close()
+        failure = None if timed_out else failed_status(_error_channel(resp))
+        if failure is not None:  # the stream opened, but the command never ran (a kubelet the server cannot reach)
+            raise self.refused(0, failure)
         rc = 124 if timed_out else _exit_code(resp)
         if timed_out:
             err.append(f"\n[timed out after {timeout}s]")
@@ -242,13 +273,27 @@ class PodRunner:
     def close(self) -> None:
         """Nothing to release: each command opens and closes its own exec stream."""
 
+    def refused(self, code: int, status: dict[str, Any] | None) -> ExecRefused:
+        """Why the command could not run here (kubeexec.refusal), the pod read as the API holds it now."""
+        try:
+            pod = self.kube.pod(self.pod)
+        except Exception:  # unreadable too: the refusal is classified without it
+            pod = None
+        return refusal(code, status, pod, pod_name=self.pod, namespace=self.kube.namespace)
+
+
+def _error_channel(resp: Any) -> str:
+    """The exec stream's error channel (3): the Status document the API server ends the stream with. Read once
+    and kept, so :func:`_exit_code` reads the same text (the client's ``returncode`` raises on a failure Status
+    that carries no exit code)."""
+    if not hasattr(resp, "_slurmflox_status"):
+        resp._slurmflox_status = resp.read_channel(3) if hasattr(resp, "read_channel") else ""
+    return str(resp._slurmflox_status or "")
+
 
 def _exit_code(resp: Any) -> int:
-    """The exit status of a finished exec stream (its error channel carries a Status document)."""
-    code = getattr(resp, "returncode", None)
-    if code is not None:
-        return int(code)
-    return exit_code_from_status(resp.read_channel(3) if hasattr(resp, "read_channel") else "")
+    """The exit status of a finished exec stream, from its error channel's Status document."""
+    return exit_code_from_status(_error_channel(resp))
 
 
 def exit_code_from_status(status: str) -> int:

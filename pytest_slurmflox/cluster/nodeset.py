@@ -30,6 +30,15 @@ LABEL_POD_HOSTNAME = "nodeset.slinky.slurm.net/pod-hostname"
 PROFILE_REVISION_FILE = "/run/flox-task-profile/current/revision"
 
 
+#: NodeSet ``spec.scalingMode`` (CRD default ``StatefulSet``).
+DAEMONSET, STATEFULSET = "DaemonSet", "StatefulSet"
+
+
+def scaling_mode(nodeset: dict[str, Any]) -> str:
+    """The NodeSet's scaling mode, the CRD's default when the field is absent."""
+    return str((nodeset.get("spec") or {}).get("scalingMode") or STATEFULSET)
+
+
 class NodeSetMissing(LookupError):
     """The named NodeSet does not exist in the namespace (a wrong target file, or nothing deployed yet)."""
 
@@ -97,7 +106,20 @@ class NodeSetView(WorkerView):
         return [p for p in self.kube.pods() if owned_by(p, "NodeSet", self.nodeset_name)]
 
     def desired_count(self) -> int:
-        replicas = self._nodeset().get("spec", {}).get("replicas")
+        """How many workers the NodeSet wants: ``spec.replicas`` in StatefulSet mode (the default), the operator's
+        ``status.desired`` in DaemonSet mode, where ``spec.replicas`` is ignored (NodeSet CRD v1.2.1,
+        ``config/crd/bases/slinky.slurm.net_nodesets.yaml``: ``scalingMode``, ``replicas`` "When ScalingMode is
+        daemonset, this field is ignored", ``status.desired`` "The number of nodes match the node selector and
+        tolerations (DaemonSet mode) or replicas (StatefulSet mode)")."""
+        doc = self._nodeset()
+        if scaling_mode(doc) == DAEMONSET:
+            desired = (doc.get("status") or {}).get("desired")
+            if desired is None:
+                raise NodeSetMissing(
+                    f"NodeSet {self.nodeset_name} scales as a DaemonSet and the operator has not written status.desired"
+                )
+            return int(desired)
+        replicas = doc.get("spec", {}).get("replicas")
         if replicas is not None:
             return int(replicas)
         if self.default_replicas is None:
@@ -132,5 +154,6 @@ __all__ = [
     "NodeSetView",
     "nodeset_revision",
     "owned_by",
+    "scaling_mode",
     "worker_from_pod",
 ]

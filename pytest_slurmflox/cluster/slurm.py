@@ -303,11 +303,23 @@ class SlurmClient:
         return res.stdout.strip().split(";")[0]
 
     def wait(
-        self, job_ids: Iterable[str], *, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
+        self,
+        job_ids: Iterable[str],
+        *,
+        timeout: float = SHORT_JOB,
+        until: frozenset[str] = TERMINAL_STATES,
+        what: str | None = None,
     ) -> dict[str, JobState]:
         """Poll all jobs together until each is in ``until`` (default: finished). Raises :class:`SlurmError` on
-        timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`."""
+        timeout, and :class:`NeverRuns` at once when Slurm gives a pending job a reason in :data:`NEVER_RUNS`. A
+        long wait says ``what`` it waits for (default: the jobs and the states awaited) with each job's state and
+        reason (waits.Status)."""
         pending = set(job_ids)
+        if what is None:
+            goal = "to end" if until == TERMINAL_STATES else f"to be {' or '.join(sorted(until)[:3])}"
+            named = sorted(pending)
+            shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+            what = f"job{'s' if len(named) > 1 else ''} {shown} {goal}"
         seen: dict[str, JobState] = {}
 
         def missing() -> str | None:
@@ -332,7 +344,7 @@ class SlurmClient:
 
         if pending:
             try:
-                poll_missing(missing, what="jobs", timeout=timeout, interval=self.poll_interval)
+                poll_missing(missing, what=what, timeout=timeout, interval=self.poll_interval)
             except WaitTimedOut as exc:
                 raise SlurmError(f"jobs not {sorted(until)[:3]}... after {timeout}s: {exc.last}") from None
         return seen

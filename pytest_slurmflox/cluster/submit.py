@@ -150,9 +150,13 @@ class Jobs:
         return ids
 
     def wait(
-        self, *job_ids: str, timeout: float = SHORT_JOB, until: frozenset[str] = TERMINAL_STATES
+        self,
+        *job_ids: str,
+        timeout: float = SHORT_JOB,
+        until: frozenset[str] = TERMINAL_STATES,
+        what: str | None = None,
     ) -> dict[str, JobState]:
-        return self.slurm.wait(job_ids, timeout=timeout, until=until)
+        return self.slurm.wait(job_ids, timeout=timeout, until=until, what=what)
 
     def output(self, job_id: str) -> str:
         return self.login.run("cat " + self.outdir + quoted("/%s.out", job_id)).check().stdout

@@ -5,7 +5,9 @@ cluster is connected once (connection.py, which also asks accounting, REST and t
 with read-only commands only (:data:`FACTS`: nothing is submitted to the queue); then one line per group: RUN,
 NOT APPLICABLE (the profile's reason), SKIP or FAIL (a declared capability that does not answer: the cluster
 contradicts the file) or NOT RUN (keys the file does not declare, or the login unreachable). The verdict rules are
-the suites' own (profiles.py, declared.py, gates.DECLARED_BY). Exit 0 when every required group would run, else 1.
+the suites' own (profiles.py, declared.py, gates.DECLARED_BY). On a target with a reachable Kubernetes API it also
+shows, read-only, the NodeSet, its pods matched to ``sinfo``, the RuntimeClass, the pool's nodes and what the run may
+do (kubedoctor.py). Exit 0 when every required group would run and the declared NodeSet exists, else 1.
 """
 
 from __future__ import annotations
@@ -95,9 +97,19 @@ def show(found: dict[str, tuple[bool, str]], say: Callable[[str], None], prefix:
             say(f"{prefix}{'':<12} ... and {len(rows) - 8} more")
 
 
-def ask(login: Runner, say: Callable[[str], None]) -> None:
-    """Print what the cluster answers to :data:`FACTS` (each at most a few lines)."""
-    show(answers(login, FACTS), say)
+def kubernetes(target: Target, found: dict[str, tuple[bool, str]], say: Callable[[str], None]) -> list[str]:
+    """The Kubernetes side (kubedoctor.py), when the target has a reachable API: printed under ``kubernetes``;
+    returns what blocks a run (a missing NodeSet, named)."""
+    if target.kube is None or target.why_missing("kubernetes") is not None:
+        return []
+    from .kubedoctor import ask_kubernetes
+
+    ok, text = found.get("nodes", (False, ""))
+    slurm_nodes = [row.split()[0] for row in text.splitlines() if row.split()] if ok else []
+    facts = ask_kubernetes(target, slurm_nodes)
+    for i, line in enumerate(facts.lines):
+        say(f"  {'kubernetes' if i == 0 else '':<12} {line}")
+    return facts.blocking
 
 
 def doctor(path: Path, say: Callable[[str], None] = print) -> int:
@@ -116,18 +128,22 @@ def doctor(path: Path, say: Callable[[str], None] = print) -> int:
     profile = profile_of(spec)
     say(f"slurmflox doctor: target {spec.name!r} ({path}), profile {profile.name}")
     target = connect(spec)
+    kube_blocking: list[str] = []
     try:
+        found: dict[str, tuple[bool, str]] = {}
         if target.unreachable is None:
-            ask(target.login, say)
+            found = answers(target.login, FACTS)
+            show(found, say)
         else:
             say(f"  {target.unreachable}")
+        kube_blocking = kubernetes(target, found, say)
         lines = foresee(target, profile, undeclared(spec) if spec.declared is not None else {})
     finally:
         target.close()
     for line in lines:
         mark = "*" if line.required else " "
         say(f"{mark}{line.group:<5} {line.verdict:<14} {' '.join(line.why.split())[:400]}")  # one line each
-    blocking = [g.group for g in lines if g.required and g.verdict != "RUN"]
+    blocking = [g.group for g in lines if g.required and g.verdict != "RUN"] + kube_blocking
     verdict = f"NOT reachable (blocked: {', '.join(blocking)})" if blocking else "reachable"
     say(f"sign-off {verdict}; * = required group; {time.monotonic() - t0:.1f}s")
     return pytest.ExitCode.TESTS_FAILED if blocking else pytest.ExitCode.OK

@@ -25,6 +25,7 @@ from ..cluster.submit import is_run_id
 from ..model.groups import DESTRUCTIVE_GROUPS
 from ..model.settings import KEYS, KEYS_BY_NAME, Resolved, SubstrateOptions, resolve
 from ..model.workdir import Workdir, WorkerRevisionFile
+from ..reporting.signing import Signer
 
 SUBSTRATE_CHOICES = ("local", "qemu")
 
@@ -93,6 +94,21 @@ OPTIONS: tuple[Option, ...] = (
         "sign-off mode: the run fails unless every check of every required group PASSes "
         "(a FAIL, SKIP, NOT RUN or deselected check blocks it)",
         kind="bool",
+    ),
+    Option(
+        "slurmflox-sign",
+        "sign the run's sign-off: an SSH private key file, or agent: for the ssh-agent's first key; the run's folder "
+        "gets manifest.json (the sha256 of every file, the target file, the plugin version, the verdict line) and "
+        "its ssh-keygen -Y signature manifest.json.sig (namespace slurmflox-signoff)",
+    ),
+    Option(
+        "slurmflox-verify",
+        "verify a signed run's folder (reports/<run id>) against --slurmflox-allowed-signers and exit: says who "
+        "signed which verdict and when (0), or each changed, missing or added file, or the unknown key (1)",
+    ),
+    Option(
+        "slurmflox-allowed-signers",
+        "the allowed_signers file (ssh-keygen(1): a principal and its public key per line) --slurmflox-verify trusts",
     ),
     Option("slurmflox-workloads", "directory of customer sbatch scripts to run as group TW"),
     Option("slurmflox-reports", "directory for reports/<run-id>/ (HTML, JUnit XML, evidence.json)", default="reports"),
@@ -268,6 +284,18 @@ def checked_busy_timeout(config: pytest.Config) -> None:
         resolve_busy_timeout(get_option(config, "slurmflox_busy_timeout"), None)
     except ValueError as exc:
         raise pytest.UsageError(f"{exc} (nothing was run)") from None
+
+
+def checked_signer(config: pytest.Config) -> Signer | None:
+    """The key ``--slurmflox-sign`` names (CLI > env > ini), resolved before anything runs; a key that cannot sign
+    is a one-line :class:`pytest.UsageError` (nothing was run)."""
+    from ..reporting.signing import SigningError, resolve_signer
+
+    spec = get_option(config, "slurmflox_sign")
+    try:
+        return resolve_signer(str(spec)) if spec else None
+    except SigningError as exc:
+        raise pytest.UsageError(f"slurmflox: {exc} (nothing was run)") from None
 
 
 def outlier_ratios(config: pytest.Config) -> tuple[float, float]:

@@ -7,7 +7,7 @@ lacks the RuntimeClass, the toleration or an annotation. Each function returns t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,23 @@ from ..model.labels import (
 )
 
 PROTECTED = ("slurmd", "flox-task-profile-init")
+PROFILE_INIT = "flox-task-profile-init"
+
+#: Where the reference stack writes what the reference design adds to what Slinky writes (docs/reference-stack.md
+#: row 23: the slurm chart values rendered by substrates/qemu/render/values.py). A plain upstream NodeSet (slurm
+#: chart values without them) has none of these: its worker pods lack them, which is named once as missing.
+ADDITION_SOURCE = {
+    ANNOTATION_REVISION: "nodesets.<name>.metadata.annotations of the slurm chart values",
+    PROFILE_INIT: "nodesets.<name>.podSpec.initContainers of the slurm chart values",
+}
+
+
+def missing_addition(what: str, key: str) -> str:
+    """``what`` is absent, a part the reference design adds, with where it comes from (:data:`ADDITION_SOURCE`)."""
+    return (
+        f"{what} is missing: the reference design adds it ({ADDITION_SOURCE[key]}, docs/reference-stack.md); "
+        "plain upstream Slinky does not write it"
+    )
 
 
 def _pod_template(nodeset: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -51,7 +68,9 @@ def worker_template_problems(
     for key, want in ((ANNOTATION_ENVIRONMENT, environment), (ANNOTATION_ACTIVATE_MODE, activate_mode)):
         if annotations.get(key) != want:
             problems.append(f"annotation {key} is {annotations.get(key)!r}, not {want!r}")
-    if annotations.get(ANNOTATION_REVISION) != revision:
+    if ANNOTATION_REVISION not in annotations:
+        problems.append(missing_addition(f"annotation {ANNOTATION_REVISION}", ANNOTATION_REVISION))
+    elif annotations.get(ANNOTATION_REVISION) != revision:
         problems.append(f"annotation {ANNOTATION_REVISION} is {annotations.get(ANNOTATION_REVISION)!r}, not {revision}")
     skip_list = str(annotations.get(ANNOTATION_SKIP_CONTAINERS, ""))
     skipped = [name.strip() for name in skip_list.split(",") if name.strip()]
@@ -65,10 +84,33 @@ def worker_template_problems(
         problems.append("no slurmd container")
     elif slurmd.get("image") != image:
         problems.append(f"slurmd image is {slurmd.get('image')!r}, not {image!r}")
-    init = inits.get("flox-task-profile-init") or containers.get("flox-task-profile-init")
+    init = inits.get(PROFILE_INIT) or containers.get(PROFILE_INIT)
     if init is None:
-        problems.append("no flox-task-profile-init init container")
+        problems.append(missing_addition(f"init container {PROFILE_INIT}", PROFILE_INIT))
     return problems
+
+
+def pod_label(pod: Mapping[str, Any]) -> str:
+    """``pod NAME on node NODE`` (``unscheduled`` without a node): how a problem of one worker pod names it."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return f"pod {meta.get('name')} on node {spec.get('nodeName') or '(unscheduled)'}"
+
+
+def cohort_problems(pods: Iterable[Mapping[str, Any]], judge: Callable[[Mapping[str, Any]], list[str]]) -> list[str]:
+    """``judge`` on every pod, each problem named once: ``every worker pod (N): P`` when all share it (a part the
+    deployment lacks everywhere, such as a reference addition a plain upstream NodeSet never writes), else the pods
+    that have it, by name and node."""
+    pods = list(pods)
+    seen: dict[str, list[str]] = {}
+    for pod in pods:
+        for problem in judge(pod):
+            seen.setdefault(problem, []).append(pod_label(pod))
+    return [
+        f"every worker pod ({len(pods)}): {problem}"
+        if len(where) == len(pods) > 1
+        else f"{', '.join(where)}: {problem}"
+        for problem, where in seen.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -127,11 +169,36 @@ class Placement:
 REFERENCE_PLACEMENT = Placement()
 
 
+def _affinity_requires(spec: Mapping[str, Any], placement: Placement) -> bool:
+    """The pod's required node affinity admits only nodes with the pool's label (every term asks for it)."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    return bool(terms) and all(
+        any(
+            e.get("key") == placement.label_key
+            and e.get("operator") == "In"
+            and e.get("values") == [placement.label_value]
+            for e in t.get("matchExpressions") or []
+        )
+        for t in terms
+    )
+
+
 def placement_problems(pod_or_template: Mapping[str, Any], placement: Placement = REFERENCE_PLACEMENT) -> list[str]:
-    """The worker selects the reserved pool and tolerates its taint."""
+    """The worker selects the reserved pool and tolerates its taint.
+
+    Judge the pod as the API holds it, not the NodeSet's template: slurm-operator v1.2.1 adds the toleration of
+    ``nodeset.slinky.slurm.net/worker:NoExecute`` to every pod it builds (``internal/builder/workerbuilder/
+    worker_app.go`` ``BuildWorkerPodTemplate``, ``pkg/taints/taints.go`` ``TolerationWorkerNode``) and the
+    RuntimeClass admission plugin merges the RuntimeClass's ``scheduling.nodeSelector`` into the pod's
+    (kubernetes ``plugin/pkg/admission/runtimeclass/admission.go`` ``setScheduling``): neither is in the
+    template. A node selector or a required node affinity that asks for the label both count."""
     spec = _pod_spec(pod_or_template)
     problems = []
-    if (spec.get("nodeSelector") or {}).get(placement.label_key) != placement.label_value:
+    selected = (spec.get("nodeSelector") or {}).get(placement.label_key) == placement.label_value
+    if not (selected or _affinity_requires(spec, placement)):
         problems.append(f"nodeSelector does not require {placement.label}")
     if not any(placement.tolerates(t) for t in spec.get("tolerations") or []):
         problems.append(f"no toleration for {placement.taint}")
@@ -163,15 +230,22 @@ def node_pool_problems(
     """Workers only on labelled, tainted nodes; the control-plane/infrastructure nodes carry neither."""
     problems = []
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    for host in sorted(set(worker_hosts)):
+    hosts = sorted(set(worker_hosts))
+    lacking: dict[str, list[str]] = {}
+    for host in hosts:
         node = by_name.get(host)
         if node is None:
             problems.append(f"worker runs on unknown node {host}")
             continue
         if not placement.labelled(node):
-            problems.append(f"worker node {host} lacks label {placement.label}")
+            lacking.setdefault(f"label {placement.label}", []).append(host)
         if not placement.tainted(node):
-            problems.append(f"worker node {host} lacks taint {placement.taint}")
+            lacking.setdefault(f"taint {placement.taint}", []).append(host)
+    for what, where in lacking.items():  # one line each: a pool never tainted is one missing taint, not N
+        many = len(where) == len(hosts) > 1
+        problems.append(
+            f"every worker node ({len(where)}) lacks {what}" if many else f"worker node {', '.join(where)} lacks {what}"
+        )
     for name, node in by_name.items():
         labels = node["metadata"].get("labels") or {}
         if LABEL_CONTROL_PLANE in labels and (placement.labelled(node) or placement.tainted(node)):

@@ -20,6 +20,7 @@ import re
 import secrets
 from typing import Any
 
+from ..base.kubeexec import answered, refusal
 from ..base.run import Result
 from ..base.waits import poll
 
@@ -80,20 +81,27 @@ def debug_pod(node: str, image: str, name: str) -> dict[str, Any]:
 def containerd_config(kube, node: str, image: str, *, timeout: float = 180.0) -> Result:
     """The node's containerd configuration, read through a debug pod on it (created, waited for, deleted)."""
     name = pod_name(node, secrets.token_hex(3))
-    kube.create_pod(debug_pod(node, image, name))
     try:
-        poll(lambda: _running(kube, name), what=f"debug pod {name} on {node} running", timeout=timeout, interval=1.0)
+        kube.create_pod(debug_pod(node, image, name))
+    except Exception as exc:  # forbidden (RBAC, a pod security policy): one reason of ours, never the client's
+        code, status = answered(exc)
+        raise refusal(code, status, None, pod_name=name, namespace=kube.namespace, resource="pods") from None
+    try:
+        try:
+            poll(lambda: _running(kube, name), what=f"debug pod {name} on {node} running", timeout=timeout, interval=1)
+        except TimeoutError:
+            raise refusal(0, None, kube.pod(name) or {}, pod_name=name, namespace=kube.namespace) from None
         return kube.exec(name, DEBUG_CONTAINER, READ_CONFIG, timeout=60.0)
     finally:
         kube.delete_pod(name)
 
 
 def _running(kube, name: str) -> bool | None:
-    """True once the pod runs; raises when it ended or cannot run (no reason to wait), None while pending."""
+    """True once the pod runs; raises ExecRefused when it ended (no reason to wait), None while pending."""
     pod = kube.pod(name) or {}
     phase = (pod.get("status") or {}).get("phase")
     if phase == "Running":
         return True
     if phase in ("Succeeded", "Failed"):
-        raise RuntimeError(f"debug pod {name} ended ({phase}) before it could be read: {pod.get('status')}")
+        raise refusal(0, None, pod, pod_name=name, namespace=kube.namespace)
     return None

@@ -21,6 +21,7 @@ Target file (YAML)::
     kubernetes: {kubeconfig: ~/.kube/config, context: prod, namespace: slurm, nodeset: slurm-compute}  # optional
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
+                                    # + pod_exec: true (the run may exec into worker pods: a refusal FAILs)
     slurm: {partition: all, busy_timeout: 600}  # + account, qos, reservation, extra_args: [...] (siteaccess.py);
                                     # busy_timeout: seconds a step waits for workers others' jobs hold (busy.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
@@ -81,6 +82,9 @@ class KubeSpec:
     #: The image of a privileged node debug pod (``kubectl debug node/...``) T1 may run to read a node's containerd
     #: configuration (nodedebug.py); undeclared on a customer target, that check is NOT RUN naming the key.
     node_debug_image: str | None = None
+    #: The target declares that the run may exec into the worker pods (``create pods/exec``): a refused exec is then
+    #: a FAIL naming it; undeclared, a check that needs it is NOT RUN naming the verb, the resource and the user.
+    pod_exec: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,7 @@ def _kubernetes(doc: Mapping[str, Any], base: Path) -> KubeSpec | None:
         worker_label=str(k["worker_label"]) if k.get("worker_label") else None,
         worker_taint=str(k["worker_taint"]) if k.get("worker_taint") else None,
         node_debug_image=_checked(parse_image, k.get("node_debug_image")),
+        pod_exec=bool(k.get("pod_exec", False)),
     )
 
 
@@ -333,7 +338,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         }
         if kube.login_set:
             doc["kubernetes"]["loginset"] = kube.login_set
-        for key in ("worker_label", "worker_taint", "node_debug_image"):
+        for key in ("worker_label", "worker_taint", "node_debug_image", "pod_exec"):
             if getattr(kube, key):
                 doc["kubernetes"][key] = getattr(kube, key)
     if spec.busy_timeout is not None:

@@ -93,9 +93,10 @@ class ExitRules:
     leaks: list[str] = field(default_factory=list)  #: secrets found in the artifacts: the run fails regardless
     nothing_ran: bool = False  #: every check was NOT RUN for one reason (the login unreachable): the run fails
     late_failure: bool = False  #: a check judged at the session's end FAILed (TB's comparison): the run fails
+    sign_failed: str = ""  #: a signature was asked for and could not be made (why): the run fails regardless
 
     def settle(self, status: int) -> int:
-        if self.leaks:
+        if self.leaks or self.sign_failed:
             return pytest.ExitCode.TESTS_FAILED
         if (self.unsigned or self.nothing_ran or self.late_failure) and status == pytest.ExitCode.OK:
             return pytest.ExitCode.TESTS_FAILED

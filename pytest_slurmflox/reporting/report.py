@@ -42,6 +42,7 @@ from .charts import charts_html
 from .envfacts import FACT_ROWS, target_metadata
 from .profiles import NOT_APPLICABLE, Profile, profile_of, table_lines
 from .sessionstate import SessionState
+from .signing import Signer, SigningError, sign_run, signed_html
 from .signoff import (
     EXCERPT,
     Check,
@@ -65,6 +66,7 @@ class SignoffRequest:
 
     requested: bool
     workloads_given: bool
+    signer: Signer | None = None  #: the key that signs the run's manifest (``--slurmflox-sign``), resolved already
 
 
 class ReportWriter:
@@ -196,7 +198,7 @@ class ReportWriter:
             notes = notes_html([self.redact(note) for note in self.state.notes])
             baselines = charts_html(v for values in self.metrics.values() for v in values)
             top = report_style() + summary_html(self.signoff, self.state.run_id, self.paths) + timeline + baselines
-            top += notes
+            top += notes + (signed_html(self.request.signer, self.paths.root) if self.request.signer else "")
             prefix.insert(0, f"{TOP_START}{top}{TOP_END}")
 
     # -- the end ------------------------------------------------------------------------------------
@@ -300,6 +302,28 @@ class ReportWriter:
             green=verdict_ok and not leaks,
             red=not verdict_ok or bool(leaks),
         )
+        if self.request.signer is not None and not leaks:  # last: every artifact is written and final
+            self._sign(terminalreporter, self.request.signer)
+
+    def _sign(self, terminalreporter: Any, signer: Signer) -> None:
+        """Sign the run's folder (reporting/signing.py); a signature that cannot be made fails the run."""
+        assert self.signoff is not None
+        state = self.state
+        try:
+            made = sign_run(
+                self.paths.root,
+                signer,
+                run_id=state.run_id,
+                plugin=f"pytest-slurmflox {_plugin_version()}",
+                verdict=self.signoff.headline,
+                target=state.target_path,
+                target_source=state.target_source,
+            )
+        except (SigningError, OSError) as exc:
+            state.exit.sign_failed = str(exc)
+            terminalreporter.write_line(f"slurmflox: NOT SIGNED: {exc}", red=True, bold=True)
+            return
+        terminalreporter.write_line(f"slurmflox: signed with {signer.describe()}: {made}")
 
 
 def register_report_writer(

@@ -4,7 +4,8 @@ controller node: ``sbatch --exclusive -w worker1``) holds worker1 while T3 and T
 - Held for 10 minutes, with ``slurm.busy_timeout: 30`` in the target file: nothing FAILs; every check is NOT RUN
   naming worker1 and the job that holds it (id, user, expected end), idle worker2 is not named, and the sign-off is
   NOT SIGNED OFF for that reason, well before the job would end.
-- Held for 40 s with the default budget: the run waits for worker1 and every check it ran PASSes.
+- Held for 60 s with the default budget: a ``-q -n 2`` run waits for worker1, says so on its terminal naming
+  worker1 and the job while the job still runs, and every check it ran PASSes.
 
 A worker that is really broken still FAILs fast whoever else runs jobs: the drained worker
 (test_acceptance_local.py ``test_drained_worker_fails_the_preflight_fast_and_blocks_the_run``) and the stopped
@@ -18,6 +19,8 @@ The cluster is this module's own (private work dir and port); it is brought up w
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from acceptance_helpers import deployed, node_sh, run_pytest
+from acceptance_helpers import Run, deployed, node_sh, run_pytest
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +61,13 @@ def held(workdir: Path, seconds: int) -> Iterator[str]:
         yield job
     finally:
         node_sh(workdir, "ctl", f"scancel {job} 2>/dev/null; true")
+
+
+def run_verify(home: Path, folder: str, allowed: Path) -> Run:
+    """``pytest --slurmflox-verify=FOLDER --slurmflox-allowed-signers=FILE``, as a reader of the report runs it."""
+    argv = [sys.executable, "-m", "pytest", f"--slurmflox-verify={folder}", f"--slurmflox-allowed-signers={allowed}"]
+    proc = subprocess.run(argv, cwd=home, capture_output=True, text=True, timeout=120, check=False)
+    return Run(proc.returncode, proc.stdout + proc.stderr, {})
 
 
 def _with_budget(workdir: Path, home: Path, seconds: int) -> Path:
@@ -94,16 +104,39 @@ def test_a_worker_held_past_the_budget_is_not_run_naming_the_worker_and_the_job(
     assert run.rc != 0 and took < 300, (run.rc, took)
 
 
-def test_a_worker_held_for_40s_is_waited_for_and_every_check_passes(deployment):
+def test_a_worker_held_for_60s_is_waited_for_saying_so_and_every_check_passes(deployment):
+    """A ``-q -n 2`` run waits for worker1, and while the holding job still runs, a line on the run's terminal names
+    worker1 and the job (an xdist worker's wait, said by the controller). The run is signed with a key of the
+    test's own, and its folder verifies."""
     home, workdir, common, _ = deployment
-    with held(workdir, 40) as job:
+    said: list[tuple[float, str, str]] = []  # (when, the line, the holding job's state when it was first said)
+    key = home / "signer"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "qa@site", "-f", str(key)], check=True)
+
+    def watch(line: str) -> None:
+        if "waiting" in line and "worker1" in line and f"job {job} " in line:
+            state = "" if said else node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true")
+            said.append((time.monotonic(), line.strip(), state.strip()))
+
+    with held(workdir, 60) as job:
         began = time.monotonic()
-        run = run_pytest(home, *GROUPS, *common, timeout=900)
+        run = run_pytest(home, "-q", "-n", "2", *GROUPS, *common, f"--slurmflox-sign={key}", timeout=900, on_line=watch)
         took = time.monotonic() - began
         still = node_sh(workdir, "ctl", f"squeue -h -t all -j {job} -o %T 2>/dev/null; true").strip()
-    print(f"held for 40 s: exit {run.rc} in {took:.1f} s")
+    print(f"held for 60 s: exit {run.rc} in {took:.1f} s; said at {[round(w - began, 1) for w, _, _ in said]} s")
+    print("\n".join(line for _, line, _ in said))
     print(run.output[-3000:])
     assert still != "RUNNING", f"the holding job {job} is still {still}: the run did not wait for it"
+    assert said and said[0][2] == "RUNNING", (said, run.output[-3000:])  # said before the hold ended
+    assert "(state allocated)" in said[0][1] and re.search(r"\d\d:\d\d:\d\dZ gw\d: waiting", said[0][1]), said
+    folder = re.search(
+        r"^slurmflox: signed with ED25519 key \S+ \(qa@site\): (\S+)manifest.json.sig$", run.output, re.M
+    )
+    assert folder, run.output[-3000:]
+    allowed = home / "allowed_signers"
+    allowed.write_text(f"qa@site {key.with_suffix('.pub').read_text()}")
+    verified = run_verify(home, folder.group(1), allowed)
+    assert verified.rc == 0 and "signed by qa@site (key SHA256:" in verified.output, verified.output
     assert run.outcomes("failure") == [] and run.outcomes("error") == [] and run.outcomes("skipped") == [], run.output
     assert run.in_module("test_t05_interactive") and run.in_module("test_t03_task_profile"), run.output[-3000:]
     assert run.rc == 0, run.output[-3000:]

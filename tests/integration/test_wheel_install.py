@@ -28,10 +28,11 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    from test_wheel_contents import build_wheel
+    from release import build_dist, built_wheel
 
     base = tmp_path_factory.mktemp("wheel-install")
-    wheel = build_wheel(base)
+    wheel = built_wheel(build_dist(base))  # dist/pytest_slurmflox-<version>-py3-none-any.whl, as a release has it
+    assert wheel.is_file() and wheel.parent.name == "dist", wheel
     env_dir = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
     t0 = time.monotonic()
@@ -59,6 +60,24 @@ def test_installed_package_is_the_wheel_not_the_checkout(venv, tmp_path):
     )
     location = Path(proc.stdout.strip())
     assert venv in location.parents and REPO not in location.parents
+    from release import project_version
+
+    # pip's record of where it came from (PEP 610): the wheel file in dist/, at the version pyproject.toml writes
+    show = (
+        "import importlib.metadata as m; d = m.distribution('pytest-slurmflox'); "
+        "print(d.version); print(d.read_text('direct_url.json'))"
+    )
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", show],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        check=True,
+    )
+    version, origin = proc.stdout.split("\n", 1)
+    assert version == project_version(), proc.stdout
+    assert json.loads(origin)["url"].endswith(f"/dist/pytest_slurmflox-{version}-py3-none-any.whl"), origin
 
 
 def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, tmp_path_factory):
@@ -89,7 +108,10 @@ def test_wheel_runs_the_suites_against_a_target_file_outside_the_checkout(venv, 
         site = _site_example_healthy_and_broken(venv, cwd, target, cluster["workdir"])
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # ran to the end (1: some check failed)
     assert f"slurmflox: target {target}" in proc.stdout
-    assert "slurmflox-0.1.0" in proc.stdout  # the plugin came in through the wheel's pytest11 entry point
+    from release import project_version
+
+    # the plugin came in through the wheel's pytest11 entry point, at the version pyproject.toml writes
+    assert f"slurmflox-{project_version()}" in proc.stdout
     paths = ReportPaths(cwd / "reports" / "wheel")  # default reports dir, relative to where pytest ran
     assert validate_evidence(paths.evidence) == [] and validate_junit(paths.junit) == [] and paths.html.is_file()
     doc = json.loads(paths.evidence.read_text())

@@ -10,7 +10,13 @@ import copy
 
 import pytest
 
-from pytest_slurmflox.judges.kubechecks import nodeset_problems, placement_problems, worker_template_problems
+from pytest_slurmflox.judges.kubechecks import (
+    cohort_problems,
+    nodeset_pod,
+    nodeset_problems,
+    placement_problems,
+    worker_template_problems,
+)
 from pytest_slurmflox.model.revision import runtime_revision
 from pytest_slurmflox.model.settings import resolve
 
@@ -76,3 +82,28 @@ def test_other_generation_fails(rendered):
     settings, nodeset = rendered
     expected = {**_expected(settings), "environment": "myorg/hpc:18"}
     assert any("flox.dev/environment" in p for p in nodeset_problems(nodeset, **expected))
+
+
+def test_plain_upstream_pods_name_each_reference_addition_once(rendered):
+    """Pods of a NodeSet rendered with plain upstream values plus the Flox RuntimeClass and annotation: what the
+    reference design adds (the revision annotation, the task-profile init container) is named once, as missing,
+    with where it comes from; what they do carry is not reported."""
+    settings, nodeset = rendered
+    pods = []
+    for i in range(3):
+        pod = copy.deepcopy(nodeset_pod(nodeset))
+        del pod["metadata"]["annotations"]["slinky.local/runtime-revision"]
+        pod["spec"]["initContainers"] = []
+        pod["metadata"]["name"] = f"slurm-worker-compute-{i}"
+        pod["spec"]["nodeName"] = f"n{i}"
+        pods.append(pod)
+    problems = cohort_problems(pods, lambda p: worker_template_problems(p, **_expected(settings)))
+    assert len(problems) == 2, problems
+    assert all(
+        p.startswith("every worker pod (3): ") and "is missing: the reference design adds it" in p for p in problems
+    )
+    assert any("slinky.local/runtime-revision" in p and "metadata.annotations" in p for p in problems)
+    assert any("flox-task-profile-init" in p and "podSpec.initContainers" in p for p in problems)
+    pods[1]["metadata"]["annotations"]["flox.dev/environment"] = "myorg/hpc:18"  # one worker at another generation
+    problems = cohort_problems(pods, lambda p: worker_template_problems(p, **_expected(settings)))
+    assert "pod slurm-worker-compute-1 on node n1: annotation flox.dev/environment is 'myorg/hpc:18'" in problems[-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -377,3 +378,27 @@ def test_cgroup_tree_is_made_and_removed_deepest_first(tmp_path):
     assert not (base / "worker1").exists()
     tree.remove_all()
     assert cgroups.leftovers("sfxtest", roots=(tmp_path,)) == []
+
+
+def test_a_silent_image_stage_says_which_stage_it_is_in(tmp_path, caplog, monkeypatch):
+    """While mmdebstrap is silent (minutes of package installs), the build says its last stage (waits.Status); here
+    a real process stands in for mmdebstrap, and the first status line is due at once."""
+    import logging
+
+    from pytest_slurmflox.base import waits
+    from pytest_slurmflox.substrates.local import image
+
+    caplog.set_level(logging.INFO, logger=waits.WAIT_LOGGER)
+    monkeypatch.setattr(waits, "FIRST_STATUS", 0.0)
+    monkeypatch.setattr(image, "STAGE_LOOK", 0.05)
+    progress: list[str] = []
+    argv = ["sh", "-c", "echo 'I: installing remaining packages inside the chroot...'; sleep 0.5; echo 'I: done'"]
+    image._mmdebstrap(argv, tmp_path / "node.log", progress.append, "node")
+    assert progress == [
+        "image[node]: I: installing remaining packages inside the chroot...",
+        "image[node]: I: done",
+    ]
+    said = [r.getMessage() for r in caplog.records]
+    stage = "the node image's node stage (mmdebstrap): last said: I: installing remaining packages inside the chroot"
+    assert said and re.fullmatch(rf"waiting \d+ s for {re.escape(stage)}\.\.\.", said[0]), said
+    assert "I: done" in (tmp_path / "node.log").read_text()

@@ -175,3 +175,25 @@ def test_the_slurm_node_name_comes_from_the_operators_pod_hostname_label():
     suite = (Path(pytest_slurmflox.__file__).parents[1] / "suites" / "test_t01_flox_shim.py").read_text()
     assert f'.get("{LABEL_POD_HOSTNAME}", name)' in suite
     assert "slinky.slurm.net/node-name" not in suite
+
+
+def test_a_daemonset_nodeset_desires_what_its_status_says_not_spec_replicas():
+    """NodeSet CRD v1.2.1: ``spec.replicas`` "When ScalingMode is daemonset, this field is ignored" (the CRD
+    defaults it to 1), ``status.desired`` counts the matching nodes; StatefulSet mode keeps ``spec.replicas``."""
+
+    class Kube:
+        namespace = "slurm"
+
+        def __init__(self, doc):
+            self.doc = doc
+
+        def nodeset(self, name):
+            return self.doc
+
+    daemon = {"spec": {"scalingMode": "DaemonSet", "replicas": 1}, "status": {"desired": 3, "replicas": 2}}
+    assert NodeSetView(Kube(daemon), "ns").desired_count() == 3  # type: ignore[arg-type]
+    fresh = {"spec": {"scalingMode": "DaemonSet", "replicas": 1}}
+    with pytest.raises(LookupError, match=r"DaemonSet.*status\.desired"):
+        NodeSetView(Kube(fresh), "ns").desired_count()  # type: ignore[arg-type]
+    stateful = {"spec": {"replicas": 4}, "status": {"desired": 2}}
+    assert NodeSetView(Kube(stateful), "ns").desired_count() == 4  # type: ignore[arg-type]

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slurmflox.judges.kubechecks import REFERENCE_PLACEMENT, Placement, node_pool_problems, placement_problems
+from pytest_slurmflox.judges.kubechecks import (
+    REFERENCE_PLACEMENT,
+    Placement,
+    cohort_problems,
+    node_pool_problems,
+    placement_problems,
+)
 from pytest_slurmflox.model.target import parse_target, target_document
 
 SITE = Placement.parse("pool.example.org/hpc=compute", "pool.example.org/hpc=compute:NoExecute")
@@ -89,3 +95,55 @@ def test_the_target_file_round_trips_the_declared_pool():
     assert {"kubernetes.worker_label", "kubernetes.worker_taint"} <= spec.declared
     again = target_document(spec)["kubernetes"]
     assert again["worker_label"] == SITE.label and again["worker_taint"] == SITE.taint
+
+
+#: A worker pod as the API holds it after slurm-operator v1.2.1 built it (internal/builder/workerbuilder/
+#: worker_app.go: the toleration of nodeset.slinky.slurm.net/worker:NoExecute, operator Equal, no value;
+#: pkg/taints/taints.go) and RuntimeClass admission merged RuntimeClass flox's scheduling.nodeSelector into it
+#: (kubernetes plugin/pkg/admission/runtimeclass/admission.go setScheduling). Its NodeSet's template has neither.
+UPSTREAM = Placement.parse("flox.dev/enabled=true", "nodeset.slinky.slurm.net/worker:NoExecute")
+
+
+def upstream_pod(name: str, node: str, *, tolerated: bool = True) -> dict:
+    tolerations = [{"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal", "effect": "NoExecute"}]
+    tolerations += [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]
+    return {
+        "metadata": {"name": name, "ownerReferences": [{"kind": "NodeSet", "name": "slurm-worker-compute"}]},
+        "spec": {
+            "nodeName": node,
+            "runtimeClassName": "flox",
+            "nodeSelector": {"flox.dev/enabled": "true"},
+            "tolerations": tolerations if tolerated else tolerations[1:],
+            "containers": [{"name": "slurmd"}],
+        },
+    }
+
+
+def test_the_pods_carry_what_upstream_adds_and_the_template_does_not():
+    template = {"spec": {"runtimeClassName": "flox"}}  # the chart's podSpec: no selector, no toleration
+    assert len(placement_problems(template, UPSTREAM)) == 2  # the template is not what runs
+    pods = [upstream_pod("slurm-worker-compute-0", "n1"), upstream_pod("slurm-worker-compute-1", "n2")]
+    assert cohort_problems(pods, lambda p: placement_problems(p, UPSTREAM)) == []
+    pods[1] = upstream_pod("slurm-worker-compute-1", "n2", tolerated=False)
+    assert cohort_problems(pods, lambda p: placement_problems(p, UPSTREAM)) == [
+        "pod slurm-worker-compute-1 on node n2: no toleration for nodeset.slinky.slurm.net/worker:NoExecute"
+    ]
+
+
+def test_a_required_node_affinity_on_the_label_selects_the_pool():
+    term = {"matchExpressions": [{"key": "flox.dev/enabled", "operator": "In", "values": ["true"]}]}
+    pod = upstream_pod("p", "n1")
+    del pod["spec"]["nodeSelector"]
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
+    assert placement_problems(pod, UPSTREAM) == ["nodeSelector does not require flox.dev/enabled=true"]
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [term]
+    }
+    assert placement_problems(pod, UPSTREAM) == []
+
+
+def test_a_pool_never_tainted_is_named_once():
+    nodes = [node("n1", {"flox.dev/enabled": "true"}), node("n2", {"flox.dev/enabled": "true"})]
+    assert node_pool_problems(nodes, ["n1", "n2"], UPSTREAM) == [
+        "every worker node (2) lacks taint nodeset.slinky.slurm.net/worker:NoExecute"
+    ]

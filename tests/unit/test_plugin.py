@@ -224,7 +224,9 @@ def test_an_unrelated_run_in_the_same_venv_is_not_touched_by_bare_names(tmp_path
     seconds, output, rc = co()
     assert rc == pytest.ExitCode.NO_TESTS_COLLECTED, output
     assert "slurmflox" not in output.lower(), output
-    assert seconds < max(5.0, 2 * without), f"{seconds:.1f}s with the plugin, {without:.1f}s without"
+    # a bound that holds on a loaded host (two runs a moment apart differ by seconds there, never by half a minute)
+    # and still catches the walk of /usr/lib (150 s)
+    assert seconds < without + 30, f"{seconds:.1f}s with the plugin, {without:.1f}s without"
     verbose = subprocess.run(
         [sys.executable, "-m", "pytest", "--co", "-p", "no:cacheprovider"],
         cwd=tmp_path,

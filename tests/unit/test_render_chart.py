@@ -357,3 +357,21 @@ def test_pod_specs_are_valid_kubernetes_objects(chart: tuple[str, Path]) -> None
         models.V1Container.model_validate({"name": container, **obj["spec"][container]})
     with pytest.raises(Exception, match="runtimeClasName"):
         models.V1PodSpec.model_validate({"containers": [], "runtimeClasName": "flox"})
+
+
+def test_slinky_1_2_makes_only_what_the_values_declare(chart: tuple[str, Path]) -> None:
+    """Slinky 1.2 removed the default NodeSet, LoginSet and partition ``all`` (slurm-operator CHANGELOG-1.2.md
+    "Removed"): the chart with empty values makes none, and with ours exactly the declared ones, under the names
+    every reader takes from values.py (the qemu pool, the login, the target the substrate writes)."""
+    version, path = chart
+    bare = rc.render_chart(path, {}, release="slurm", namespace=NAMESPACE)
+    assert not [o for o in bare if o["kind"] in ("NodeSet", "LoginSet")]
+    objects = render(chart, settings_for())
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "NodeSet"] == [rv.nodeset_name("slurm")]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "LoginSet"] == [rv.loginset_name("slurm")]
+    from pytest_slurmflox.substrates.qemu.login import LOGINSET_NAME
+    from pytest_slurmflox.substrates.qemu.pool import NODESET_NAME
+
+    assert (rv.nodeset_name("slurm"), rv.loginset_name("slurm")) == (NODESET_NAME, LOGINSET_NAME)
+    plain = settings_for(TEST_IDENTITY="0")
+    assert rv.render_slurm_values(plain, chart_version=version)["partitions"][rv.PARTITION]["enabled"]

@@ -1,43 +1,37 @@
-"""The built wheel carries what a customer needs outside any checkout: the suites, the provision scripts, the
-shipped environments, the schemas, and the pytest11 entry point that loads the plugin."""
+"""The release as ``python -m build`` makes it: an sdist, and the wheel built from that sdist, both passing
+``twine check``. The wheel carries what a customer needs outside any checkout: the suites, the provision scripts,
+the shipped environments, the schemas, and the pytest11 entry point that loads the plugin; its metadata carries the
+version written once in pyproject.toml (and named by CHANGELOG.md's newest entry), the README as long description,
+the Apache-2.0 license and its file, project URLs and classifiers."""
 
 from __future__ import annotations
 
 import configparser
-import shutil
+import email.message
+import email.parser
+import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from release import REPO, build_dist, built_wheel, project_version
 
-REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_slurmflox"
-IGNORE = shutil.ignore_patterns(
-    ".git", "build", "dist", "*.egg-info", "__pycache__", "reports", "operator", ".venv", ".hypothesis", ".ruff_cache"
-)
-
-
-def build_wheel(out: Path) -> Path:
-    """``python -m build --wheel`` from a copy of the checkout (other work in the tree never races the build)."""
-    src = out / "src"
-    shutil.copytree(REPO, src, ignore=IGNORE)
-    proc = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out / "dist"), str(src)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, f"wheel build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    (wheel,) = (out / "dist").glob("pytest_slurmflox-*.whl")
-    return wheel
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+def dist(tmp_path_factory) -> Path:
+    return build_dist(tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture(scope="module")
+def wheel(dist) -> Path:
+    found = built_wheel(dist)
+    assert found.is_file(), sorted(p.name for p in dist.iterdir())
+    return found
 
 
 #: Where each shipped folder lives in the checkout: suites/ and provision/ at the top (mapped into the package by
@@ -113,3 +107,66 @@ def test_shipped_schemas_are_valid_json_schemas(wheel, tmp_path):
         for name in ("evidence.json", "junit.json"):
             schema = json.loads(zf.read(f"pytest_slurmflox/schemas/{name}"))
             jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.parser.Parser().parsestr(zf.read(name).decode())
+
+
+def test_the_sdist_and_the_wheel_pass_twine_check(dist):
+    files = sorted(str(p) for p in dist.iterdir())
+    assert [Path(f).name for f in files] == [
+        f"pytest_slurmflox-{project_version()}-py3-none-any.whl",
+        f"pytest_slurmflox-{project_version()}.tar.gz",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("PASSED") == 2, proc.stdout
+
+
+def test_the_wheel_metadata_is_complete(wheel):
+    meta = _metadata(wheel)
+    assert meta["Name"] == "pytest-slurmflox" and meta["Version"] == project_version()
+    assert meta["License-Expression"] == "Apache-2.0" and meta.get_all("License-File") == ["LICENSE"]
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert meta.get_payload().startswith("# pytest-slurmflox\n"), meta.get_payload()[:200]  # the README
+    # No public address is recorded for the project yet: a made-up URL in published metadata would mislead.
+    assert not meta.get_all("Project-URL"), "Project-URL entries need the project's real public address"
+    classifiers = meta.get_all("Classifier") or []
+    assert "Framework :: Pytest" in classifiers and "Operating System :: POSIX :: Linux" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")], "the license is the SPDX expression alone"
+    assert meta["Requires-Python"] == ">=3.10"
+    with zipfile.ZipFile(wheel) as zf:
+        (license_file,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert "Apache License" in zf.read(license_file).decode()[:200]
+
+
+def test_the_sdist_carries_the_license_the_changelog_and_the_readme(dist):
+    (sdist,) = dist.glob("*.tar.gz")
+    top = f"pytest_slurmflox-{project_version()}"
+    with tarfile.open(sdist) as tf:
+        names = set(tf.getnames())
+    assert {f"{top}/{name}" for name in ("LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml")} <= names
+    assert not any(n.startswith(f"{top}/tests/") for n in names), "project tests are not part of the release"
+
+
+def test_the_version_is_written_once_and_the_changelog_names_it():
+    """pyproject.toml holds the version; the plugin reads it from the installed metadata (the report's tool
+    version), and CHANGELOG.md's newest entry names it."""
+    from importlib.metadata import version
+
+    from pytest_slurmflox.reporting.report import _plugin_version
+
+    assert version("pytest-slurmflox") == project_version() == _plugin_version()
+    headings = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
+    assert headings and headings[0].split()[1] == project_version(), headings[:1]
+    written = [
+        str(p.relative_to(REPO))
+        for p in sorted(REPO.joinpath("pytest_slurmflox").rglob("*.py"))
+        if re.search(r"""__version__\s*=|version\s*=\s*["']\d""", p.read_text())
+    ]
+    assert written == [], f"a second place that writes the version: {written}"

@@ -31,6 +31,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ...base.run import quoted
+from ...base.waits import Status, lines_or_silence
 from .. import SubstrateUnavailable
 
 Progress = Callable[[str], None]
@@ -311,16 +312,27 @@ def _remove_tree(path: Path) -> None:
             subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
 
+#: Seconds between two looks at a silent mmdebstrap (each may say the stage it is in).
+STAGE_LOOK = 5.0
+
+
 def _mmdebstrap(argv: list[str], log: Path, progress: Progress, label: str) -> None:
-    """Run mmdebstrap, forwarding its ``I:`` lines as progress and keeping the full log."""
+    """Run mmdebstrap, forwarding its ``I:`` lines as progress and keeping the full log. While it is silent (a stage
+    that installs packages takes minutes), the wait says which stage it is in (waits.Status)."""
+    status = Status(f"the node image's {label} stage (mmdebstrap)")
+    stage = "starting"
     with log.open("w") as handle:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
-        for line in proc.stdout:
+        for line in lines_or_silence(proc.stdout.fileno(), STAGE_LOOK):
+            if line is None:
+                status.tick(f"last said: {stage}")
+                continue
             handle.write(line)
             stripped = line.strip()
             if stripped.startswith(("I:", "E:", "W:")):
-                progress(f"image[{label}]: {stripped[:160]}")
+                stage = stripped[:160]
+                progress(f"image[{label}]: {stage}")
         rc = proc.wait()
     if rc != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-30:])

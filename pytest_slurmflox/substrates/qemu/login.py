@@ -17,10 +17,12 @@ from pathlib import Path
 from ...model.workdir import write_secret
 from .. import SubstrateUnavailable
 from ..local.keys import known_hosts_line
+from .addons import SLURM_RELEASE
+from .render.values import loginset_name
 
-#: The LoginSet of our release: the chart names it ``<slurm.login.name>-<key>`` = ``slurm-login-login``
-#: (slurm-operator v1.2.1 helm/slurm/templates/loginset/loginset-cr.yaml, loginset/_helpers.tpl).
-LOGINSET_NAME = "slurm-login-login"
+#: The LoginSet of our release, as the rendered values declare it (Slinky 1.2 has no default LoginSet): the chart
+#: names it ``<slurm.login.name>-<key>`` = ``slurm-login-login`` (render/values.py ``loginset_name``).
+LOGINSET_NAME = loginset_name(SLURM_RELEASE)
 #: The public halves the operator stores (login_app.go ``SshHost*PubKeyFile``).
 PUBLIC_KEY_ITEMS = ("ssh_host_ed25519_key.pub", "ssh_host_ecdsa_key.pub", "ssh_host_rsa_key.pub")
 

@@ -29,6 +29,7 @@ from .addons import (
     split_login_files,
 )
 from .kubeadm import kubectl
+from .render.values import nodeset_name
 
 if TYPE_CHECKING:
     from ...cluster.kube import KubeClient
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 #: The compute NodeSet the slurm chart's ``nodesets.compute`` entry creates: ``<release>-worker-<key>``
 #: (slurm-operator v1.2.1 helm/slurm/templates/nodeset/nodeset-cr.yaml with _helpers.tpl "slurm.worker.name").
-NODESET_NAME = f"{SLURM_RELEASE}-worker-compute"
+NODESET_NAME = nodeset_name(SLURM_RELEASE)  # what the rendered values declare (Slinky 1.2 has no default)
 LOGIN_IMAGE_DEFAULT = "ghcr.io/slinkyproject/login:26.05-ubuntu26.04"
 #: One worker's replacement in a rollout, at most: the old pod's preStop and grace period, the image, the Flox
 #: shim's first realization of the environment (REFERENCE-DESIGN "Pre-warming large worker environments": a

@@ -25,6 +25,7 @@ from .addons import (
     NAMESPACE_SLURM,
     RUNTIME_HANDLER,
     SHIM_PATH,
+    SLURM_RELEASE,
     flox_runtime_steps,
     identity_home_step,
     pin_check_steps,
@@ -44,6 +45,7 @@ from .kubeadm import (
     node_role_steps,
     worker_nodes,
 )
+from .render.values import PARTITION, nodeset_name
 
 if TYPE_CHECKING:
     from ...cluster.kube import KubeClient
@@ -193,11 +195,11 @@ def target_spec(sub: QemuSubstrate) -> TargetSpec:
             sub.workdir.kubeconfig,
             None,
             NAMESPACE_SLURM,
-            "slurm-worker-compute",
+            nodeset_name(SLURM_RELEASE),  # the values declare it: Slinky 1.2 has no default NodeSet
             worker_label=f"{LABEL_NATIVE_WORKER}=true",
             worker_taint=TAINT_NATIVE_WORKER,
         ),
-        partition="all",
+        partition=PARTITION,  # the values declare it: Slinky 1.2 has no default partition
         identity=Identity(s.test_user, s.test_uid, s.test_gid, s.test_supp_group, s.test_supp_gid)
         if s.test_identity
         else None,

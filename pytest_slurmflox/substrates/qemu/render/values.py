@@ -42,9 +42,26 @@ from ....model.settings import PROTECTED_CONTAINERS, Settings, SettingsError
 from .identity import IdentityFiles, test_identity_files  # noqa: F401  (test_identity_files: re-exported)
 
 # ------------------------------------------------------------------------------------------ fixed names
+#: What these values declare, by name. Slinky 1.2 removed the chart's default NodeSet, LoginSet and partition
+#: ``all`` (slurm-operator CHANGELOG/CHANGELOG-1.2.md "Removed"; helm/slurm/values.yaml v1.2.1: ``nodesets: {}``,
+#: ``loginsets: {}``, ``partitions.all.enabled: false``): nothing exists unless the values name it, so every place
+#: that needs one of these names reads it from here (:func:`nodeset_name`, :func:`loginset_name`, :data:`PARTITION`).
 COMPUTE_NODESET = "compute"
 LOGINSET = "login"
 PARTITION = "all"
+
+
+def nodeset_name(release: str) -> str:
+    """The NodeSet the chart makes of ``nodesets.compute``: ``<release>-worker-compute`` (helm/slurm
+    templates/nodeset/_helpers.tpl ``slurm.worker.name`` = ``<fullname>-worker``, nodeset-cr.yaml appends the key)."""
+    return f"{release}-worker-{COMPUTE_NODESET}"
+
+
+def loginset_name(release: str) -> str:
+    """The LoginSet the chart makes of ``loginsets.login``: ``<release>-login-login`` (templates/loginset/
+    _helpers.tpl ``slurm.login.name`` = ``<fullname>-login``, loginset-cr.yaml appends the key)."""
+    return f"{release}-login-{LOGINSET}"
+
 
 INIT_CONTAINER = "flox-task-profile-init"
 SLURMD_CONTAINER = "slurmd"
