@@ -3,7 +3,7 @@
 A plugin of its own, registered on the controller of a reporting run only when one of the two is asked for. The
 earlier run is read before anything runs (a missing or unreadable file is one line, nothing run); the comparison
 and the baseline are made from the metrics the report writer folded from the checks, at the session's end, before
-the verdict (a judge of the report writer's ``late_judges``):
+the verdict (this plugin is registered after the report writer, so pluggy calls its ``tryfirst`` sessionfinish first):
 
 - the comparison is a check of group TB (:data:`COMPARE_NODEID`): FAIL naming each metric that regressed beyond
   the tolerance, PASS otherwise; in the verdict (a FAIL anywhere is NOT SIGNED OFF, and the run exits non-zero),
@@ -57,14 +57,21 @@ def earlier_figures(given: str) -> dict[str, float]:
 class History:
     """The comparison and the saved baseline of one run (see the module docstring)."""
 
+    writer: ReportWriter
     earlier: dict[str, float] | None
     save: Path | None
     source: str = ""  #: the earlier run as given
     said: list[str] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Before the report writer's verdict (registered after it, so pluggy calls this ``tryfirst`` hook first):
+        the comparison as a TB check, then the baseline."""
+        self.judge(self.writer)
+
     def judge(self, writer: ReportWriter) -> None:
-        """At the session's end, before the verdict: the comparison as a TB check, then the baseline."""
+        """The comparison as a TB check of ``writer``'s run, then the baseline."""
         now = figures(m for values in writer.metrics.values() for m in values)
         if self.earlier is not None:
             self.comparisons = compare(self.earlier, now)
@@ -133,6 +140,4 @@ def register_history(config: pytest.Config, writer: ReportWriter) -> None:
     base = Path(config.invocation_params.dir)
     target = (base / Path(save).expanduser()) if save else None
     earlier = earlier_figures(str(base / Path(given).expanduser())) if given else None
-    history = History(earlier, target, str(given or ""))
-    writer.late_judges.append(history.judge)
-    config.pluginmanager.register(history, "slurmflox-history")
+    config.pluginmanager.register(History(writer, earlier, target, str(given or "")), "slurmflox-history")

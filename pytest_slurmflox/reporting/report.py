@@ -1,15 +1,13 @@
 """The controller's report writer: HTML (through pytest-html), JUnit XML (through pytest's junitxml) and
 evidence.json, plus the secret scan of everything written.
 
-Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slurmflox.reporting.artifacts`). The writer
-is
-given all it needs in its constructor (paths, session state, the options that decide the verdict); it imports no
-plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/envfacts.
+Every run writes ``<reports>/<run-id>/`` (:mod:`~pytest_slurmflox.reporting.artifacts`). The writer gets all it needs
+in its constructor (paths, session state, the options that decide the verdict) and imports no plugin module.
+A judge at the session's end (TB's comparison) adds its check to the collector and fields to its record
+(``extra_records``) from a plugin registered later, whose ``tryfirst`` sessionfinish pluggy calls first (LIFO).
 
-Secrets: everything written is passed through the session's :class:`~pytest_slurmflox.model.secrets.Redactor`, which
-learns the deployment's key files (munge key, SSH private keys, kubeconfig) at session start; after the artifacts
-are written they are scanned for those secrets (:func:`~pytest_slurmflox.model.secrets.scan_for_secrets`) and a
-finding fails the run.
+Secrets: all written passes the session's :class:`~pytest_slurmflox.model.secrets.Redactor` (it learns the key files:
+munge, SSH private keys, kubeconfig); the artifacts are then scanned for them (``scan_for_secrets``): a find fails.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,9 +80,6 @@ class ReportWriter:
         self.started = time.time()
         self._profile: Profile | None = None
         self.metrics: dict[str, list[Any]] = {}  #: node id -> its measured values (:data:`METRICS`, group TB)
-        #: Judges that run at the session's end, before the verdict, over what the checks recorded (TB's comparison
-        #: with an earlier run): each may add checks to :attr:`collector` and records to :attr:`extra_records`.
-        self.late_judges: list[Callable[[ReportWriter], None]] = []
         self.extra_records: dict[str, dict[str, Any]] = {}  #: node id -> more fields of its evidence.json record
 
     @property
@@ -205,8 +199,6 @@ class ReportWriter:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Decide, write evidence.json, set the exit status; runs before JUnit and HTML are written."""
-        for late in self.late_judges:
-            late(self)
         checks = list(self.collector.checks.values())
         self.signoff = decide(
             checks,

@@ -277,7 +277,7 @@ class _Other:
 
 @pytest.mark.parametrize(
     "plugin",
-    [SiteDependencies(state=None), History(earlier=None, save=None)],  # type: ignore[arg-type]
+    [SiteDependencies(state=None), History(writer=None, earlier=None, save=None)],  # type: ignore[arg-type]
     ids=["site-dependencies", "history"],
 )
 def test_a_registered_plugin_can_be_left_out_of_a_hook_call(plugin):
