@@ -18,7 +18,7 @@ static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
-static double pingpong(int me, int peer, int initiator, char *buf, int bytes, int iters) {
+static double pingpong(int peer, int initiator, char *buf, int bytes, int iters) {
     double *trip = calloc(iters, sizeof(double));
     for (int i = -2; i < iters; i++) {  /* two warm-up round trips */
         double t0 = MPI_Wtime();
@@ -36,6 +36,29 @@ static double pingpong(int me, int peer, int initiator, char *buf, int bytes, in
     free(trip);
     return median / 2;  /* one way: half the median round trip */
 }
+/* osu_bw's form: the sender posts a window of messages, the receiver takes them all and answers one byte; the
+   bandwidth is one way, sender to receiver (a throttled way out, or in, shows in that direction alone), from the
+   fastest of the windows (a throttled link is slow in every window; a healthy one preempted by other work on a
+   2-core host was 0.58x of the other pairs by the median window, three rounds). */
+#define WINDOW 8
+static double stream(int peer, int sender, char *buf, int bytes, int iters) {
+    double *t = calloc(iters, sizeof(double)); MPI_Request req[WINDOW]; char ack = 0;
+    for (int i = -1; i < iters; i++) {  /* one warm-up window */
+        double t0 = MPI_Wtime();
+        for (int w = 0; w < WINDOW; w++) {
+            if (sender) MPI_Isend(buf, bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[w]);
+            else MPI_Irecv(buf, bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[w]);
+        }
+        MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+        if (sender) MPI_Recv(&ack, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else MPI_Send(&ack, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD);
+        if (i >= 0) t[i] = MPI_Wtime() - t0;
+    }
+    qsort(t, iters, sizeof(double), by_value);
+    double fastest = t[0];  /* the best window, STREAM's way: a preempted window on shared cores is not the link */
+    free(t);
+    return (double)bytes * WINDOW / fastest;  /* bytes per second */
+}
 int main(int argc, char **argv) {
     int me, n; char name[NAME] = {0}; char *all; char *buf = calloc(1, 1 << 20);
     MPI_Init(&argc, &argv);
@@ -48,11 +71,11 @@ int main(int argc, char **argv) {
             int peer = (p + (phase ? n - 1 : 1)) % n;
             if (me == p || me == peer) {
                 int other = me == p ? peer : p, initiator = me == p;
-                double lat = pingpong(me, other, initiator, buf, 8, 200);
-                double bw = pingpong(me, other, initiator, buf, 1 << 20, 10);
+                double lat = pingpong(other, initiator, buf, 8, 200);
+                double bw = stream(other, initiator, buf, 1 << 20, 10);
                 if (initiator) {
                     printf("mpi_latency %s->%s %.3f\n", name, all + other * NAME, lat * 1e6);
-                    printf("mpi_bandwidth %s->%s %.1f\n", name, all + other * NAME, (1 << 20) / bw / 1e6);
+                    printf("mpi_bandwidth %s->%s %.1f\n", name, all + other * NAME, bw / 1e6);
                     fflush(stdout);
                 }
             }

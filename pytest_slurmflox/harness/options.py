@@ -125,14 +125,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurmflox-outlier-throughput",
-        "group TB: a worker below this share of the cohort's median throughput is an outlier, where the target "
-        "declares no reference for the metric",
+        "group TB: a worker (or pair) below this share of the median of the other workers' (pairs') throughput is "
+        "an outlier, whether or not the target declares a reference",
         default="0.7",
     ),
     Option(
         "slurmflox-outlier-latency",
-        "group TB: a worker above this multiple of the cohort's median latency is an outlier, where the target "
-        "declares no reference for the metric",
+        "group TB: a worker (or pair) above this multiple of the median of the other workers' (pairs') latency is "
+        "an outlier, whether or not the target declares a reference",
         default="1.5",
     ),
     Option(

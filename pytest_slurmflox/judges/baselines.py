@@ -7,17 +7,14 @@ ring pair (``worker1->worker2``, the first end started the exchange) or the clus
   and ``upper``; each is an absolute value in the metric's unit (the bound itself) or a percent string (``"30%"``:
   the reference minus, or plus, that share of it). Every sample outside ``[lower, upper]`` is a problem naming the
   metric, the subject, the value and the band. A declared unit other than the metric's own is a problem too (the
-  values would be compared in different units). A bound left out does not limit that side. A heterogeneous cluster
-  adds ``features``: a name (a Slurm node feature, or a partition the worker is in) -> that kind of worker's own
-  ``reference`` (its ``lower``/``upper`` when given, else the metric's); a worker is judged by the band of the first
-  listed name it carries (a pair by its first end), the others by the metric's own.
-- Undeclared: the metric is recorded and carries no verdict of its own; a per-worker metric's samples are then
-  compared with the cohort's median (:func:`outliers`): a throughput below ``throughput_ratio`` x median or a latency
-  above ``latency_ratio`` x median names that worker as an outlier. A pair metric is judged per worker by the best
-  pair the worker is an end of (a slow worker makes every pair it is in slow; a healthy worker keeps one good pair),
-  so a slow worker is named alone. Workers are compared only with workers of the same kind (the same Slurm
-  features and partitions, where the suite gives them): a GPU node's memory is not slow for being unlike a CPU
-  node's. A cluster-wide metric has no cohort to compare with.
+  values would be compared in different units). A reference declared without ``lower`` or ``upper`` still bounds:
+  :func:`default_band` (a throughput -20%, a latency +30% or +10 us, the budget sites use for OSU figures); one side
+  given leaves the other unbounded. A heterogeneous cluster adds ``features``: a name (a Slurm node feature, or a
+  partition the worker is in) -> that kind of worker's own ``reference`` (its ``lower``/``upper`` when given, else
+  the metric's); a worker is judged by the band of the first listed name it carries (a pair by its first end), the
+  others by the metric's own.
+- The cohort: judges/outliers.py judges every per-worker and per-pair metric, declared or not, each worker against
+  the median of the others (the same declared ``features`` say which workers are of a different kind).
 
 The expectations never come from the worker under test: the band is the target's, the median the cohort's.
 """
@@ -32,6 +29,13 @@ from typing import Any
 #: The cohort judge's default thresholds (``--slurmflox-outlier-throughput`` and ``--slurmflox-outlier-latency``).
 THROUGHPUT_RATIO = 0.7
 LATENCY_RATIO = 1.5
+#: A reference declared without a band: a throughput may fall this share below it (the OSU bandwidth budget sites
+#: use, -20%, applied to memory and storage alike) ...
+DEFAULT_THROUGHPUT_SHARE = 0.2
+#: ... and a latency rise by this share of it ...
+DEFAULT_LATENCY_SHARE = 0.3
+#: ... or by this much, whichever is more (per unit: "OSU latency may rise 30% or 10 us"; a scheduler time 0.5 s).
+LATENCY_SLACK = {"us": 10.0, "s": 0.5}
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,13 @@ METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
         Metric("mpi_latency", "us", False, "pair", "OSU-style ping-pong, 8 B, half the median round trip"),
-        Metric("mpi_bandwidth", "MB/s", True, "pair", "OSU-style ping-pong, 1 MiB, bytes / half the median round trip"),
+        Metric(
+            "mpi_bandwidth",
+            "MB/s",
+            True,
+            "pair",
+            "OSU-style one-way stream (osu_bw), a window of 8 x 1 MiB then a 1-byte ack, bytes / the fastest window",
+        ),
         Metric(
             "memory_triad",
             "MB/s",
@@ -64,14 +74,14 @@ METRICS: dict[str, Metric] = {
             "MB/s",
             True,
             "worker",
-            "the previous ring worker's file read from the shared home, fastest of 3",
+            "the previous ring worker's file read from the shared home past the reader's page cache, fastest of 3",
         ),
         Metric(
             "storage_read_login",
             "MB/s",
             True,
             "cluster",
-            "a worker's file read from the shared home at the login endpoint, fastest of 3",
+            "a worker's file read from the shared home at the login endpoint past its page cache, fastest of 3",
         ),
         Metric("scheduler_submit_to_start", "s", False, "cluster", "srun of one task: login clock to task clock"),
         Metric("scheduler_srun_launch", "s", False, "cluster", "srun of one task on every worker, wall at login"),
@@ -87,11 +97,13 @@ class Sample:
     metric: str
     subject: str
     value: float
+    how: str = ""  #: how this value was taken where the metric can be taken more than one way (a read's method)
 
     def as_dict(self) -> dict[str, Any]:
         m = METRICS[self.metric]
+        method = f"{m.method}; {self.how}" if self.how else m.method
         return {"metric": self.metric, "subject": self.subject, "value": round(self.value, 4), "unit": m.unit,
-                "over": m.over, "method": m.method}  # fmt: skip
+                "over": m.over, "method": method}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,7 @@ class Band:
     lower: float | None
     upper: float | None
     scope: str = ""  #: the ``features`` name whose band this is, "" for the metric's own
+    default: bool = False  #: the reference came without a band: :func:`default_band`'s
 
     def holds(self, value: float) -> bool:
         return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
@@ -111,7 +124,8 @@ class Band:
         low = "-inf" if self.lower is None else f"{self.lower:g}"
         high = "inf" if self.upper is None else f"{self.upper:g}"
         scope = f", for feature {self.scope}" if self.scope else ""
-        return f"[{low}, {high}] {self.unit} (reference {self.reference:g}{scope})"
+        default = ", the default band of a reference declared without one" if self.default else ""
+        return f"[{low}, {high}] {self.unit} (reference {self.reference:g}{scope}{default})"
 
 
 def bound(reference: float, given: Any, sign: int) -> float | None:
@@ -126,11 +140,25 @@ def bound(reference: float, given: Any, sign: int) -> float | None:
     return float(given)
 
 
-def band(entry: Mapping[str, Any]) -> Band:
-    """The band of one declared ``expect.performance.<metric>`` entry."""
+def band(entry: Mapping[str, Any], metric: Metric | None = None) -> Band:
+    """The band of one declared ``expect.performance.<metric>`` entry; one that gives neither ``lower`` nor
+    ``upper`` gets :func:`default_band`'s side for ``metric`` (a reference always bounds)."""
     reference = float(entry["reference"])
+    if metric is not None and entry.get("lower") is None and entry.get("upper") is None:
+        return default_band(reference, str(entry["unit"]), metric)
     return Band(reference, str(entry["unit"]), bound(reference, entry.get("lower"), -1),
                 bound(reference, entry.get("upper"), +1))  # fmt: skip
+
+
+def default_band(reference: float, unit: str, metric: Metric) -> Band:
+    """The band of a reference declared without one, on the side that matters: a throughput (bandwidth, memory,
+    storage, the burst) may fall :data:`DEFAULT_THROUGHPUT_SHARE` below it; a latency may rise by
+    :data:`DEFAULT_LATENCY_SHARE` of it or by :data:`LATENCY_SLACK`, whichever is more (the budget sites use for OSU
+    latency: +30% or +10 us)."""
+    if metric.higher_is_better:
+        return Band(reference, unit, reference * (1 - DEFAULT_THROUGHPUT_SHARE), None, default=True)
+    slack = max(reference * DEFAULT_LATENCY_SHARE, LATENCY_SLACK.get(metric.unit, 0.0))
+    return Band(reference, unit, None, reference + slack, default=True)
 
 
 #: Worker -> its kind: its Slurm node features and the partitions it is in (empty where not known).
@@ -143,13 +171,14 @@ def kind_of(node: Mapping[str, str]) -> frozenset[str]:
     return frozenset(n for n in (x.strip() for x in names) if n and n != "(null)")
 
 
-def band_for(entry: Mapping[str, Any], kind: frozenset[str]) -> Band:
-    """The band a worker of ``kind`` is judged by: the first ``features`` name it carries, else the metric's."""
+def band_for(entry: Mapping[str, Any], kind: frozenset[str], metric: Metric | None = None) -> Band:
+    """The band a worker of ``kind`` is judged by: the first ``features`` name it carries, else the metric's (a
+    side neither gives: :func:`default_band`'s for ``metric``)."""
     for name, own in (entry.get("features") or {}).items():
         if name in kind and isinstance(own, Mapping):
             merged = {"unit": entry["unit"], "lower": entry.get("lower"), "upper": entry.get("upper"), **own}
-            return replace(band(merged), scope=str(name))
-    return band(entry)
+            return replace(band(merged, metric), scope=str(name))
+    return band(entry, metric)
 
 
 def _kind(subject: str, kinds: Kinds) -> frozenset[str]:
@@ -171,7 +200,7 @@ def declared_problems(
             problems.append(f"{name}: declared in {entry['unit']}, measured in {unit}")
             continue
         for s in (s for s in samples if s.metric == name):
-            b = band_for(entry, _kind(s.subject, kinds or {}))
+            b = band_for(entry, _kind(s.subject, kinds or {}), METRICS[name])
             if not b.holds(s.value):
                 problems.append(f"{name} {s.subject}: {s.value:g} {unit} outside {b.describe()}")
     return problems
@@ -180,52 +209,6 @@ def declared_problems(
 def median(values: Iterable[float]) -> float:
     """The median (the mean of the middle two for an even count)."""
     return float(statistics.median(list(values)))
-
-
-def per_worker(samples: Iterable[Sample], metric: Metric) -> dict[str, float]:
-    """Worker -> its figure: its own sample, or for a pair metric the best pair it is an end of."""
-    out: dict[str, float] = {}
-    best = max if metric.higher_is_better else min
-    for s in samples:
-        ends = s.subject.split("->") if metric.over == "pair" else [s.subject]
-        for end in ends:
-            out[end] = best(out[end], s.value) if end in out else s.value
-    return out
-
-
-def outliers(
-    samples: Iterable[Sample],
-    declared: Mapping[str, Any],
-    *,
-    throughput_ratio: float = THROUGHPUT_RATIO,
-    latency_ratio: float = LATENCY_RATIO,
-    kinds: Kinds | None = None,
-) -> list[str]:
-    """Workers far from the median of the workers of their kind (``kinds``; one cohort without it) on a metric the
-    target does not declare, each named with its value, the median and the threshold. Needs at least two workers
-    of a kind (one alone has no one to compare with)."""
-    problems: list[str] = []
-    samples = list(samples)
-    for metric in METRICS.values():
-        if metric.name in declared or metric.over == "cluster":
-            continue
-        figures = per_worker((s for s in samples if s.metric == metric.name), metric)
-        groups: dict[frozenset[str], dict[str, float]] = {}
-        for worker, value in figures.items():
-            groups.setdefault((kinds or {}).get(worker, frozenset()), {})[worker] = value
-        for kind, group in groups.items():
-            if len(group) < 2:
-                continue
-            mid = median(group.values())
-            whose = f" of the workers with {','.join(sorted(kind))}" if len(groups) > 1 and kind else ""
-            for worker, value in sorted(group.items()):
-                if metric.higher_is_better and value < throughput_ratio * mid:
-                    problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} < "
-                                    f"{throughput_ratio:g} x the cohort median{whose} {mid:g}")  # fmt: skip
-                elif not metric.higher_is_better and value > latency_ratio * mid:
-                    problems.append(f"{metric.name}: {worker} is an outlier: {value:g} {metric.unit} > "
-                                    f"{latency_ratio:g} x the cohort median{whose} {mid:g}")  # fmt: skip
-    return problems
 
 
 def best_of(*rounds: Iterable[Sample]) -> list[Sample]:
@@ -258,36 +241,3 @@ def parse_lines(lines: Iterable[str]) -> list[Sample]:
             except ValueError:
                 continue
     return out
-
-
-def annotated(
-    samples: list[Sample],
-    declared: Mapping[str, Any],
-    *,
-    throughput_ratio: float = THROUGHPUT_RATIO,
-    latency_ratio: float = LATENCY_RATIO,
-    kinds: Kinds | None = None,
-) -> list[dict[str, Any]]:
-    """Each sample as evidence (:meth:`Sample.as_dict`) with what judged it: the metric's median over its samples
-    (``median``), the declared band's bounds for that subject (``lower``/``upper``, None where not declared) and
-    whether a judge named this subject (``named``: outside the band, or an end of it is an outlier of its kind)."""
-    named: set[tuple[str, str]] = set()
-    found = outliers(samples, declared, throughput_ratio=throughput_ratio, latency_ratio=latency_ratio, kinds=kinds)
-    for problem in found:
-        metric, rest = problem.split(": ", 1)
-        worker = rest.split(" is an outlier", 1)[0]
-        named |= {(s.metric, s.subject) for s in samples if s.metric == metric and worker in s.subject.split("->")}
-    out = []
-    for s in samples:
-        entry = declared.get(s.metric)
-        b = (
-            band_for(entry, _kind(s.subject, kinds or {}))
-            if isinstance(entry, Mapping) and "reference" in entry
-            else None
-        )
-        if b is not None and not b.holds(s.value):
-            named.add((s.metric, s.subject))
-        mid = median(x.value for x in samples if x.metric == s.metric)
-        out.append({**s.as_dict(), "median": round(mid, 4), "lower": b.lower if b else None,
-                    "upper": b.upper if b else None})  # fmt: skip
-    return [{**d, "named": (d["metric"], d["subject"]) in named} for d in out]

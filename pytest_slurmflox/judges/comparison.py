@@ -66,6 +66,12 @@ class Comparison:
     def ratio(self) -> float:
         return self.now / self.before if self.before else float("inf")
 
+    def as_dict(self) -> dict[str, Any]:
+        """The comparison in evidence.json (the TB comparison check's ``comparison``)."""
+        return {"metric": self.metric, "unit": METRICS[self.metric].unit, "before": round(self.before, 4),
+                "now": round(self.now, 4), "ratio": round(self.ratio, 4), "regressed": self.regressed,
+                "limit": self.limit}  # fmt: skip
+
     def line(self) -> str:
         unit = METRICS[self.metric].unit
         said = f"FAIL, regressed beyond {self.limit}" if self.regressed else f"within {self.limit}"

@@ -1,10 +1,12 @@
 """Group TB's measured values as pictures: one small inline SVG per metric, one bar per worker or ring pair.
 
 Contract: :func:`charts_html` draws, from the values a TB check recorded (evidence.json ``metrics``, each with the
-``median``, declared ``lower``/``upper`` and ``named`` the judges gave it, judges/baselines.py ``annotated``), per
+``median``, declared ``lower``/``upper``, ``named`` and ``judged_by`` the judges gave it, judges/outliers.py
+``assess``), per
 metric measured on workers or pairs a bar per subject scaled to the largest value, the median as a dashed line and
 the declared band as a shaded stripe where the target declares one; a bar a judge named (outside the band, or the
-cohort's outlier) is drawn in the failure colour. A cluster-wide metric is one number, a line of text. Plain SVG
+cohort's outlier) is drawn in the failure colour. Each metric says what judged it (the reference band, the cohort,
+both), or "judged by nothing" in the failure colour. A cluster-wide metric is one number, a line of text. Plain SVG
 elements, no script, nothing fetched: the report opens offline. Every text is HTML-escaped.
 """
 
@@ -48,6 +50,16 @@ def metric_svg(values: list[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
+def judged_by(value: Mapping[str, Any]) -> str:
+    """What judged a metric, as HTML: "judged by reference band and cohort", or "judged by nothing" in red."""
+    by = value.get("judged_by")
+    if by is None:
+        return ""
+    if not by:
+        return f'<span style="color:{BAD}">judged by nothing</span>'
+    return html.escape("judged by " + " and ".join(str(b) for b in by))
+
+
 def charts_html(values: Iterable[Mapping[str, Any]]) -> str:
     """The report's baselines section ('' when no check measured anything)."""
     by_metric: dict[str, list[Mapping[str, Any]]] = {}
@@ -58,10 +70,10 @@ def charts_html(values: Iterable[Mapping[str, Any]]) -> str:
     out = ['<div id="slurmflox-baselines"><h2>Performance baselines</h2>']
     for name, mine in by_metric.items():
         title = html.escape(f"{name} ({mine[0]['unit']}, {mine[0]['method']})")
+        judged = judged_by(mine[0])
         if mine[0].get("over") == "cluster":
-            out.append(
-                f"<p><b>{title}</b>: {html.escape(str(mine[0]['value']))} {html.escape(str(mine[0]['unit']))}</p>"
-            )
+            value = f"{html.escape(str(mine[0]['value']))} {html.escape(str(mine[0]['unit']))}"
+            out.append(f"<p><b>{title}</b>: {value}; {judged}</p>")
         else:
-            out.append(f"<p><b>{title}</b></p>{metric_svg(mine)}")
+            out.append(f"<p><b>{title}</b>; {judged}</p>{metric_svg(mine)}")
     return "".join(out) + "</div>"

@@ -92,12 +92,13 @@ class ExitRules:
     unsigned: bool = False  #: a sign-off was requested and not given: a run of passing checks fails
     leaks: list[str] = field(default_factory=list)  #: secrets found in the artifacts: the run fails regardless
     nothing_ran: bool = False  #: every check was NOT RUN for one reason (the login unreachable): the run fails
+    late_failure: bool = False  #: a check judged at the session's end FAILed (TB's comparison): the run fails
     sign_failed: str = ""  #: a signature was asked for and could not be made (why): the run fails regardless
 
     def settle(self, status: int) -> int:
         if self.leaks or self.sign_failed:
             return pytest.ExitCode.TESTS_FAILED
-        if (self.unsigned or self.nothing_ran) and status == pytest.ExitCode.OK:
+        if (self.unsigned or self.nothing_ran or self.late_failure) and status == pytest.ExitCode.OK:
             return pytest.ExitCode.TESTS_FAILED
         if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.provisioned:
             return pytest.ExitCode.OK

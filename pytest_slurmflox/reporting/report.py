@@ -1,15 +1,13 @@
 """The controller's report writer: HTML (through pytest-html), JUnit XML (through pytest's junitxml) and
 evidence.json, plus the secret scan of everything written.
 
-Every acceptance run writes ``<reports>/<run-id>/`` (layout in :mod:`~pytest_slurmflox.reporting.artifacts`). The writer
-is
-given all it needs in its constructor (paths, session state, the options that decide the verdict); it imports no
-plugin module, so the import graph stays one-directional: plugin -> report -> signoff/artifacts/envfacts.
+Every run writes ``<reports>/<run-id>/`` (:mod:`~pytest_slurmflox.reporting.artifacts`). The writer gets all it needs
+in its constructor (paths, session state, the options that decide the verdict) and imports no plugin module.
+A judge at the session's end (TB's comparison) adds its check to the collector and fields to its record
+(``extra_records``) from a plugin registered later, whose ``tryfirst`` sessionfinish pluggy calls first (LIFO).
 
-Secrets: everything written is passed through the session's :class:`~pytest_slurmflox.model.secrets.Redactor`, which
-learns the deployment's key files (munge key, SSH private keys, kubeconfig) at session start; after the artifacts
-are written they are scanned for those secrets (:func:`~pytest_slurmflox.model.secrets.scan_for_secrets`) and a
-finding fails the run.
+Secrets: all written passes the session's :class:`~pytest_slurmflox.model.secrets.Redactor` (it learns the key files:
+munge, SSH private keys, kubeconfig); the artifacts are then scanned for them (``scan_for_secrets``): a find fails.
 """
 
 from __future__ import annotations
@@ -90,6 +88,7 @@ class ReportWriter:
         self.judged: dict[str, list[str]] = {}  #: node id -> what it compared (:data:`JUDGED`)
         self.failed_workers: dict[str, dict[str, str]] = {}  #: node id -> the workers its FAIL named, as data
         self.held: dict[str, str] = {}  #: workers the cohort left out as quarantined (worker -> reason)
+        self.extra_records: dict[str, dict[str, Any]] = {}  #: node id -> more fields of its evidence.json record
 
     @property
     def profile(self) -> Profile:
@@ -286,10 +285,11 @@ class ReportWriter:
         atomic_write(self.paths.evidence, json.dumps(scrub(doc, self.redact), indent=2) + "\n")
 
     def _check_record(self, check: Check) -> dict[str, Any]:
-        """A check in evidence.json, with its measured values (``metrics``) and its comparisons (``judged``) when it
-        recorded any."""
+        """A check in evidence.json, with its measured values (``metrics``), its comparisons (``judged``) and the
+        fields other plugins add (``extra_records``) when it has any."""
         found, judged = self.metrics.get(check.nodeid), self.judged.get(check.nodeid)
-        return {**check.as_dict(), **({"metrics": found} if found else {}), **({"judged": judged} if judged else {})}
+        record = {**check.as_dict(), **({"metrics": found} if found else {}), **({"judged": judged} if judged else {})}
+        return {**record, **self.extra_records.get(check.nodeid, {})}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Runs after JUnit and HTML are written: print the summary, then scan every artifact for secrets."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from pytest_slurmflox.judges.baselines import Sample, annotated
+from pytest_slurmflox.judges.baselines import Sample
+from pytest_slurmflox.judges.outliers import assess
 from pytest_slurmflox.reporting.charts import BAD, BAND, OK, charts_html, metric_svg
 
 
 def _values(declared=None):
     samples = [Sample("memory_triad", w, v) for w, v in (("w1", 1000), ("w2", 990), ("w3", 300))]
     samples.append(Sample("scheduler_burst", "cluster", 3.8))
-    return annotated(samples, declared or {})
+    return assess(samples, declared or {}).records
 
 
 def test_one_bar_per_worker_the_outlier_in_the_failure_colour_and_the_median_dashed():
@@ -26,7 +27,9 @@ def test_one_bar_per_worker_the_outlier_in_the_failure_colour_and_the_median_das
 def test_a_declared_band_is_drawn_and_cluster_values_are_text_and_nothing_is_scripted():
     page = charts_html(_values({"memory_triad": {"reference": 1000, "unit": "MB/s", "lower": "10%"}}))
     assert f'fill="{BAND}"' in page and "<script" not in page
-    assert "<b>scheduler_burst (jobs/s, N one-task sbatch jobs, submitted to all ended)</b>: 3.8 jobs/s" in page
+    burst = "<b>scheduler_burst (jobs/s, N one-task sbatch jobs, submitted to all ended)</b>: 3.8 jobs/s"
+    assert f'{burst}; <span style="color:{BAD}">judged by nothing</span>' in page
+    assert "; judged by reference band and cohort</p>" in page  # memory_triad: both judges, always
     assert charts_html([]) == ""
 
 

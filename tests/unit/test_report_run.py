@@ -158,11 +158,44 @@ def test_a_saved_baseline_and_a_comparison_with_an_earlier_run(pytester, site, m
         "slurmflox: TB compare memory_triad: before 4000 MB/s, now 4000 MB/s, ratio 1.00 (within x0.5 of before)",
     ])  # fmt: skip
     assert "mpi_latency: before 31.5 us, now 94.5 us, ratio 3.00 (FAIL" in later.html.read_text()
+    assert "mpi_latency: before 31.5 us, now 94.5 us, ratio 3.00 (FAIL" in later.evidence.read_text()
     missing = site["reports"].parent / "no-such-run.json"
     result = pytester.runpytest_inprocess(f"--slurmflox-target={site['target']}", f"--slurmflox-compare={missing}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     said = result.stderr.str()
     assert f"--slurmflox-compare: {missing}: " in said and "(nothing was run)" in said, said
+
+
+def test_a_regression_is_a_tb_fail_in_the_verdict_and_the_evidence_and_no_baseline_is_saved(
+    pytester, site, monkeypatch
+):
+    """Only passing checks selected: against a healthy earlier run the run exits 0 with the comparison a PASS of TB;
+    with the latency tripled it exits non-zero, NOT SIGNED OFF under --slurmflox-signoff naming the regression,
+    evidence.json (valid) holds the FAIL with both values, and --slurmflox-save-baseline writes nothing, in one line."""
+    only = ("-k", "test_pass_with_long_output")
+    _, earlier, _ = run(pytester, site, "r-healthy", *only)
+    result, _, evidence = run(pytester, site, "r-same", *only, f"--slurmflox-compare={earlier.root}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    compared = next(c for c in evidence["checks"] if c["group"] == "TB")
+    assert compared["verdict"] == "PASS" and {r["metric"] for r in compared["comparison"]} == {
+        "mpi_latency",
+        "memory_triad",
+    }
+    monkeypatch.setenv("SFX_LATENCY", "94.5")
+    saved = site["reports"].parent / "degraded-baseline.yaml"
+    args = (f"--slurmflox-compare={earlier.root}", f"--slurmflox-save-baseline={saved}", "--slurmflox-signoff")
+    result, paths, evidence = run(pytester, site, "r-slow", *only, *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert validate_evidence(paths.evidence) == []
+    compared = next(c for c in evidence["checks"] if c["group"] == "TB")
+    assert compared["verdict"] == "FAIL" and "mpi_latency: before 31.5 us, now 94.5 us" in compared["failure"]
+    assert [r["metric"] for r in compared["comparison"] if r["regressed"]] == ["mpi_latency"]
+    assert evidence["run"]["verdict"] == NOT_SIGNED_OFF
+    assert any("regressed against the earlier run" in r for r in evidence["run"]["verdict_reasons"]), evidence["run"]
+    assert not saved.exists()
+    said = [line for line in result.stdout.lines if "save-baseline" in line]
+    why = "TB did not PASS in this run (test_against_the_earlier_run FAIL)"
+    assert said == [f"slurmflox: save-baseline: {saved} not written: {why}"], said
 
 
 def test_artifacts_exist_and_validate(pytester, site):
