@@ -184,15 +184,20 @@ def deploy(
     values: dict[str, Any],
     *,
     ordinals: list[int] | None = None,
+    hostname: str | None = None,
     change: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """The NodeSet created, one pod per node built (ordinals 0.. unless given), admitted, bound and Running;
     ``change(i, pod)`` may alter a pod before it is created (a mutation); the NodeSet's status as the operator
-    writes it."""
+    writes it. ``hostname``: the NodeSet's template hostname instead of the chart's ``<key>-`` (helm/slurm v1.2.1
+    templates/nodeset/nodeset-cr.yaml sets it), as a NodeSet written without the chart may declare it."""
     from kubernetes import client
 
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    nodeset = custom.create_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", chart_nodeset(values, ns))
+    rendered = chart_nodeset(values, ns)
+    if hostname is not None:
+        rendered["spec"]["template"]["spec"]["hostname"] = hostname
+    nodeset = custom.create_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", rendered)
     for i, node in enumerate(nodes):
         meta, podspec = operator_pod(nodeset, ordinals[i] if ordinals else i)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": podspec}
