@@ -159,6 +159,7 @@ def test_plain_upstream_values_pass_placement_and_name_each_addition_once(cluste
         outcome, text = got[check]
         assert outcome == "FAIL" and text.count(part) == 1 and "docs/reference-stack.md" in text, (check, text)
     assert "flox.dev/environment" not in got["T1 runtimeclass"][1]  # the generation is right on every pod
+    assert "flox.dev/activate-mode" not in got["T1 runtimeclass"][1]  # absent: Flox's default, run, as declared
 
 
 def test_a_pod_without_the_worker_toleration_fails_placement_naming_pod_and_node(cluster):
