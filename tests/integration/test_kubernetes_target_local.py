@@ -17,7 +17,13 @@ Then, with the reference design's values, the whole acceptance with ``--slurmflo
 no FAIL, no error, no traceback; SIGNED OFF, or every group that is not PASS is NOT RUN or NOT APPLICABLE and each
 NOT RUN check says in one line what access is missing (no kubelet behind these nodes: a pod exec is refused). With
 plain upstream values plus Flox's RuntimeClass and annotation: T4 and T10 PASS, and each reference addition that is
-missing (the revision annotation, the profile init container) is named once, with where it comes from.
+missing (the revision annotation, the profile init container) is named once, with where it comes from (T1's and
+T11's FAILs: those are the reference's checks of its own additions).
+
+Ran live (kube-apiserver v1.35.0, no kubelet; two workers): the reference values NOT SIGNED OFF (profile kubernetes;
+not applicable: TF), every group PASS but T1, NOT RUN on two lines: ``the target file does not declare
+kubernetes.node_debug_image`` and ``cannot create pods/exec on pod ...: the API server reached no kubelet on node
+...``; 78 passed, 4 skipped (2 of them not applicable) in 92 s. Plain values: T4 and T10 PASS.
 """
 
 from __future__ import annotations
@@ -107,13 +113,30 @@ def _plain_values(spec):
 
 
 def not_run_reasons(run) -> dict[str, str]:
-    """Each check that was not run, with its one line (the skip's reason from ``not run:`` to the line's end)."""
+    """Each check that was not run, with its one line: the skip's reason from ``not run:`` up to where JUnit's text
+    repeats it after the check's ``path:line:``."""
     found = {}
     for case, (outcome, message) in run.cases.items():
-        said = re.search(r"not run: [^\n]*", message) if outcome == "skipped" else None
+        said = re.search(r"not run: .*?(?=(?:\.\./|/)\S*\.py:\d+: |\n|$)", message) if outcome == "skipped" else None
         if said:
             found[case] = said.group(0)
     return found
+
+
+def first_telling(message: str) -> str:
+    """A failure's requirement once (JUnit's message and its text both hold it)."""
+    return message.split("requirement not met: ")[1] if "requirement not met: " in message else message
+
+
+#: What a run against this API server cannot reach, each a NOT RUN naming it: pod exec (no kubelet behind its
+#: nodes) and the node debug image the target leaves undeclared (no node access).
+MISSING_ACCESS = (
+    re.compile(
+        r"^not run: cannot create pods/exec on pod \S+ in namespace \S+: the API server reached no kubelet on "
+        r"node \S+ \(HTTP 500\) \(the target does not declare this access\)$"
+    ),
+    re.compile(r"^not run: the target file does not declare kubernetes\.node_debug_image \(target '[^']+'\)$"),
+)
 
 
 def test_the_reference_cluster_behind_a_real_api_is_signed_off_or_names_the_missing_access(api, deployment):
@@ -134,7 +157,7 @@ def test_the_reference_cluster_behind_a_real_api_is_signed_off_or_names_the_miss
         assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-6000:]
         assert not TRACEBACK.search(run.output), TRACEBACK.search(run.output)
         assert all(v == "PASS" or v in NOT_PASS_OK for v in verdicts.values()), verdicts
-        assert all(not TRACEBACK.search(said) and "ApiException" not in said for said in reasons.values()), reasons
+        assert reasons and all(any(r.match(said) for r in MISSING_ACCESS) for said in reasons.values()), reasons
         if all(v == "PASS" or v == "NOT APPLICABLE" for v in verdicts.values()):
             assert line.group(1).startswith("SIGNED OFF (profile kubernetes"), line.group(1)
 
@@ -152,5 +175,6 @@ def test_plain_upstream_values_pass_t4_and_t10_and_name_each_missing_addition_on
         for missing in ("annotation slinky.local/runtime-revision is missing", "flox-task-profile-init is missing"):
             for case, (outcome, message) in run.cases.items():
                 if outcome == "failure" and missing in message:
-                    assert message.count(missing) == 1 and "docs/reference-stack.md" in message, (case, message)
+                    told = first_telling(message)
+                    assert told.count(missing) == 1 and "docs/reference-stack.md" in told, (case, message)
             assert missing in messages, (missing, messages[-3000:])
