@@ -124,8 +124,9 @@ def not_run_reasons(run) -> dict[str, str]:
 
 
 def first_telling(message: str) -> str:
-    """A failure's requirement once (JUnit's message and its text both hold it)."""
-    return message.split("requirement not met: ")[1] if "requirement not met: " in message else message
+    """A failure's requirement told once, whole: JUnit's text, after its message (which may be cut short, ``[+1
+    more line; full report in element text]``)."""
+    return message.rsplit("requirement not met: ", 1)[-1]
 
 
 #: What a run against this API server cannot reach, each a NOT RUN naming it: pod exec (no kubelet behind its
