@@ -23,7 +23,9 @@ T11's FAILs: those are the reference's checks of its own additions).
 Ran live (kube-apiserver v1.35.0, no kubelet; two workers): the reference values NOT SIGNED OFF (profile kubernetes;
 not applicable: TF), every group PASS but T1, NOT RUN on two lines: ``the target file does not declare
 kubernetes.node_debug_image`` and ``cannot create pods/exec on pod ...: the API server reached no kubelet on node
-...``; 78 passed, 4 skipped (2 of them not applicable) in 92 s. Plain values: T4 and T10 PASS.
+...``; 78 passed, 4 skipped (2 of them not applicable) in 91 s, twice. Plain values (``-m "T1 or T4 or T10 or
+T11"``): T4 and T10 PASS; T1 FAILs naming the revision annotation and the profile init container once each, T11
+the revision annotation once, each with where it comes from; T1's two NOT RUN lines as above.
 """
 
 from __future__ import annotations
