@@ -21,6 +21,9 @@ from ..model.labels import (
 )
 
 PROTECTED = ("slurmd", "flox-task-profile-init")
+#: The mode Flox activates a pod's environment in when no ``flox.dev/activate-mode`` annotation says otherwise
+#: (flox.dev docs, imageless-kubernetes/config "Activation mode": pods start in run mode by default).
+FLOX_DEFAULT_ACTIVATE_MODE = "run"
 PROFILE_INIT = "flox-task-profile-init"
 
 #: Where the reference stack writes what the reference design adds to what Slinky writes (docs/reference-stack.md
@@ -56,7 +59,8 @@ def worker_template_problems(
 ) -> list[str]:
     """A worker pod (or NodeSet pod template) carries the worker runtime contract.
 
-    RuntimeClass ``flox``; annotations for the pinned environment, activation mode and runtime revision; skip list
+    RuntimeClass ``flox``; annotations for the pinned environment, activation mode (absent: Flox's default,
+    :data:`FLOX_DEFAULT_ACTIVATE_MODE`) and runtime revision; skip list
     without the protected containers; the immutable image on slurmd and the profile initializer.
     """
     problems: list[str] = []
@@ -65,9 +69,13 @@ def worker_template_problems(
     spec = _pod_spec(pod_or_template)
     if spec.get("runtimeClassName") != "flox":
         problems.append(f"runtimeClassName is {spec.get('runtimeClassName')!r}, not 'flox'")
-    for key, want in ((ANNOTATION_ENVIRONMENT, environment), (ANNOTATION_ACTIVATE_MODE, activate_mode)):
-        if annotations.get(key) != want:
-            problems.append(f"annotation {key} is {annotations.get(key)!r}, not {want!r}")
+    if annotations.get(ANNOTATION_ENVIRONMENT) != environment:
+        problems.append(
+            f"annotation {ANNOTATION_ENVIRONMENT} is {annotations.get(ANNOTATION_ENVIRONMENT)!r}, not {environment!r}"
+        )
+    written = annotations.get(ANNOTATION_ACTIVATE_MODE)
+    if (FLOX_DEFAULT_ACTIVATE_MODE if written is None else written) != activate_mode:  # absent: Flox's default
+        problems.append(f"annotation {ANNOTATION_ACTIVATE_MODE} is {written!r}, not {activate_mode!r}")
     if ANNOTATION_REVISION not in annotations:
         problems.append(missing_addition(f"annotation {ANNOTATION_REVISION}", ANNOTATION_REVISION))
     elif annotations.get(ANNOTATION_REVISION) != revision:

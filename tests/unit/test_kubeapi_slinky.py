@@ -16,44 +16,33 @@ what the checks expect is written into these objects by hand.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
-import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from slinkyapi import (
+    KUBECONFIG_ENV,
+    NO_API,
+    POOL_LABEL,
+    POOL_TAINT,
+    REFERENCE_POOL,
+    WORKER_TOLERATION,
+    namespace_and_nodes,
+    slinky_api,
+)
 
-from pytest_slurmflox.base.waits import poll
 from pytest_slurmflox.model.settings import resolve
 
 pytestmark = pytest.mark.kubeapi
-KUBECONFIG_ENV = "SLURMFLOX_TEST_KUBECONFIG"
 pytest.importorskip("helm_python", reason="helm-python-sdk is not installed: cannot render the Slinky chart")
-from pytest_slurmflox.substrates.qemu.render import chart as rc  # noqa: E402
+import slinkyapi  # noqa: E402
+
 from pytest_slurmflox.substrates.qemu.render import values as rv  # noqa: E402
 
-ROOT = rc.default_charts_root()
-CRDS = ROOT / "v1.2.1" / "config" / "crd" / "bases"
-CHART = rc.find_slurm_charts(ROOT).get("1.2.1")
-POOL_LABEL, POOL_TAINT = "flox.dev/enabled=true", "nodeset.slinky.slurm.net/worker:NoExecute"
-WORKER_TOLERATION = {"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal", "effect": "NoExecute"}
-#: The nodes carry both pools: the reference's own (kubeadm JoinConfiguration, docs/reference-stack.md row 12) and
-#: the Flox pool with Slinky's worker taint a customer declares.
-NODE_LABELS = {"flox.dev/enabled": "true", "slinky.local/native-worker": "true"}
-NODE_TAINTS = [
-    {"key": "nodeset.slinky.slurm.net/worker", "effect": "NoExecute"},
-    {"key": "slinky.local/native-worker", "value": "true", "effect": "NoSchedule"},
-]
 SETTINGS = resolve(cli={"WORKER_FLOX_ENV": "myorg/hpc", "WORKER_FLOX_GENERATION": "17", "TEST_IDENTITY": "0"}).settings
-
-
-def established(ext, name: str) -> bool | None:
-    """True once the API server serves the CRD (condition Established), None before."""
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return True if any(c.type == "Established" and c.status == "True" for c in conditions) else None
 
 
 @pytest.fixture(scope="module")
@@ -62,151 +51,29 @@ def api():
     what this module created of them (cluster-scoped) is deleted again at its end."""
     conf = os.environ.get(KUBECONFIG_ENV)
     if not conf:
-        pytest.skip(f"no Kubernetes API server: set {KUBECONFIG_ENV} to run the kubeapi tests")
-    from kubernetes import client, config
-
-    api_client = config.new_client_from_config(config_file=conf)
-    ext, node_api = client.ApiextensionsV1Api(api_client), client.NodeV1Api(api_client)
-    made: list[str] = []
-    try:
-        for path in sorted(CRDS.glob("*.yaml")):
-            doc = yaml.safe_load(path.read_text())
-            name = doc["metadata"]["name"]
-            if not ext.list_custom_resource_definition(field_selector=f"metadata.name={name}").items:
-                ext.create_custom_resource_definition(doc)
-                made.append(name)
-            poll(lambda name=name: established(ext, name), what=f"CRD {name} established", timeout=60)
-        if not node_api.list_runtime_class(field_selector="metadata.name=flox").items:
-            # floxdocs docs/k8s/install/self-managed.md "Kubernetes configuration"
-            selector = {"nodeSelector": {"flox.dev/enabled": "true"}}
-            node_api.create_runtime_class({"metadata": {"name": "flox"}, "handler": "flox", "scheduling": selector})
-            made.append("runtimeclass/flox")
+        pytest.skip(f"{NO_API} to run the kubeapi tests")
+    with slinky_api(conf) as api_client:
         yield Path(conf), api_client
-    finally:
-        for name in made:
-            if name == "runtimeclass/flox":
-                node_api.delete_runtime_class("flox")
-            else:
-                ext.delete_custom_resource_definition(name)
 
 
 @pytest.fixture
 def cluster(api):
     """A namespace and two worker nodes of this test's own (labelled and tainted as the declared pool), removed
     afterwards."""
-    from kubernetes import client
-
     conf, api_client = api
-    core = client.CoreV1Api(api_client)
-    tag = secrets.token_hex(3)
-    ns, nodes = f"slurmflox-kubeapi-{tag}", [f"slurmflox-kubeapi-{tag}-n{i}" for i in range(2)]
-    core.create_namespace({"metadata": {"name": ns}})
-    for name in nodes:
-        core.create_node(
-            {
-                "metadata": {"name": name, "labels": {**NODE_LABELS, "kubernetes.io/hostname": name}},
-                "spec": {"taints": NODE_TAINTS},
-            }
-        )
-    try:
+    with namespace_and_nodes(api_client, "slurmflox-kubeapi") as (ns, nodes):
         yield conf, api_client, ns, nodes
-    finally:
-        remove_namespace(api_client, ns)
-        for name in nodes:
-            core.delete_node(name)
-
-
-def remove_namespace(api_client, ns: str) -> None:
-    """Delete what the test made in ``ns``, then ``ns``: pods at once (no kubelet confirms a graceful end), the
-    NodeSets, and the namespace finalized (no namespace controller may run beside this API server)."""
-    from kubernetes import client
-
-    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
-    for pod in core.list_namespaced_pod(ns).items:
-        core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
-    for nodeset in custom.list_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets")["items"]:
-        name = nodeset["metadata"]["name"]
-        custom.delete_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets", name)
-    core.delete_namespace(ns)
-    if core.list_namespace(field_selector=f"metadata.name={ns}").items:
-        core.replace_namespace_finalize(ns, {"metadata": {"name": ns}, "spec": {"finalizers": []}})
-
-
-def chart_nodeset(values: dict[str, Any], ns: str) -> dict[str, Any]:
-    if CHART is None:
-        pytest.fail(f"no slurm chart 1.2.1 below {ROOT}")
-    objects = rc.render_chart(CHART, values, namespace=ns)
-    (nodeset,) = [o for o in objects if o["kind"] == "NodeSet"]
-    return nodeset
 
 
 def plain_values() -> dict[str, Any]:
     """Upstream's values with nothing of the reference design's but the Flox RuntimeClass and annotation."""
-    return {
-        "nodesets": {
-            "compute": {
-                "replicas": 2,
-                "slurmd": {"image": SETTINGS.worker_image},
-                "metadata": {"annotations": {"flox.dev/environment": SETTINGS.worker_flox_ref}},
-                "podSpec": {"runtimeClassName": "flox"},
-            }
-        },
-        "partitions": {"compute": {"enabled": True, "nodesets": ["compute"]}},
-    }
-
-
-def operator_pod(nodeset: dict[str, Any], ordinal: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The pod slurm-operator v1.2.1 builds for ``ordinal`` of a StatefulSet-mode NodeSet (see the module)."""
-    name, spec = nodeset["metadata"]["name"], nodeset["spec"]
-    template = copy.deepcopy(spec.get("template") or {})
-    meta, podspec = template.get("metadata") or {}, template.get("spec") or {}
-    pod_name = f"{name}-{ordinal}"
-    hostname = f"{podspec['hostname']}{ordinal}" if podspec.get("hostname") else pod_name
-    labels = {**(nodeset["metadata"].get("labels") or {}), **(meta.get("labels") or {})}
-    labels |= {
-        "app.kubernetes.io/name": "slurmd",
-        "app.kubernetes.io/instance": name,
-        "nodeset.slinky.slurm.net/pod-hostname": hostname,
-        "nodeset.slinky.slurm.net/scaling-mode": spec.get("scalingMode") or "StatefulSet",
-    }
-    annotations = {**(meta.get("annotations") or {}), "kubectl.kubernetes.io/default-container": "slurmd"}
-    owner = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "name": name}
-    owner |= {"uid": nodeset["metadata"]["uid"], "controller": True}
-    podspec |= {
-        "hostname": hostname,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "containers": [{"name": "slurmd", **(spec.get("slurmd") or {})}],
-        "tolerations": [WORKER_TOLERATION, *(podspec.get("tolerations") or [])],
-    }
-    podspec.pop("nodeName", None)
-    return {"name": pod_name, "labels": labels, "annotations": annotations, "ownerReferences": [owner]}, podspec
+    return slinkyapi.plain_values(SETTINGS.worker_image, SETTINGS.worker_flox_ref)
 
 
 def deploy(cluster, values: dict[str, Any], *, change=None) -> dict[str, Any]:
-    """The NodeSet created, its two pods built, admitted, bound and Running; ``change(i, pod)`` may alter a pod
-    before it is created (a mutation); the NodeSet's status as the operator writes it."""
-    from kubernetes import client
-
+    """The NodeSet created, its two pods built, admitted, bound and Running (slinkyapi.deploy)."""
     _, api_client, ns, nodes = cluster
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    nodeset = chart_nodeset(values, ns)
-    nodeset = custom.create_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets", nodeset)
-    for i, node in enumerate(nodes):
-        meta, podspec = operator_pod(nodeset, i)
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": podspec}
-        if change:
-            change(i, pod)
-        core.create_namespaced_pod(ns, pod)
-        binding = {"metadata": {"name": meta["name"]}, "target": {"kind": "Node", "name": node}}
-        core.create_namespaced_binding(ns, binding, _preload_content=False)
-        ready = [{"type": "Ready", "status": "True"}]
-        core.patch_namespaced_pod_status(meta["name"], ns, {"status": {"phase": "Running", "conditions": ready}})
-    status = {"desired": 2, "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}
-    status = {"status": {**status, "selector": "app.kubernetes.io/name=slurmd", "nodeSetHash": "kubeapi"}}
-    name = nodeset["metadata"]["name"]
-    custom.patch_namespaced_custom_object_status("slinky.slurm.net", "v1beta1", ns, "nodesets", name, status)
-    return nodeset
+    return slinkyapi.deploy(api_client, ns, nodes, values, change=change)
 
 
 def target_of(cluster, nodeset: str, *, pool: tuple[str, str] = (POOL_LABEL, POOL_TAINT), kubeconfig=None, **kube):
@@ -269,9 +136,6 @@ def kubernetes_checks(target) -> dict[str, tuple[str, str]]:
     }
 
 
-REFERENCE_POOL = ("slinky.local/native-worker=true", "slinky.local/native-worker=true:NoSchedule")
-
-
 def test_a_healthy_reference_cluster_passes_its_kubernetes_checks(cluster):
     nodeset = deploy(cluster, rv.render_slurm_values(SETTINGS))
     target = target_of(cluster, nodeset["metadata"]["name"], pool=REFERENCE_POOL)
@@ -295,6 +159,7 @@ def test_plain_upstream_values_pass_placement_and_name_each_addition_once(cluste
         outcome, text = got[check]
         assert outcome == "FAIL" and text.count(part) == 1 and "docs/reference-stack.md" in text, (check, text)
     assert "flox.dev/environment" not in got["T1 runtimeclass"][1]  # the generation is right on every pod
+    assert "flox.dev/activate-mode" not in got["T1 runtimeclass"][1]  # absent: Flox's default, run, as declared
 
 
 def test_a_pod_without_the_worker_toleration_fails_placement_naming_pod_and_node(cluster):

@@ -107,3 +107,18 @@ def test_plain_upstream_pods_name_each_reference_addition_once(rendered):
     pods[1]["metadata"]["annotations"]["flox.dev/environment"] = "myorg/hpc:18"  # one worker at another generation
     problems = cohort_problems(pods, lambda p: worker_template_problems(p, **_expected(settings)))
     assert "pod slurm-worker-compute-1 on node n1: annotation flox.dev/environment is 'myorg/hpc:18'" in problems[-1]
+
+
+def test_an_absent_activate_mode_is_floxs_default_run_and_another_declared_mode_fails(rendered):
+    """Plain upstream values carry only Flox's environment annotation: with no ``flox.dev/activate-mode`` Flox
+    activates in run mode (flox.dev docs, imageless-kubernetes/config), so a declared ``run`` is met and only a
+    declared ``dev`` is a problem; a written mode other than the declared one still fails."""
+    settings, nodeset = rendered
+    template = copy.deepcopy(nodeset_pod(nodeset))
+    del template["metadata"]["annotations"]["flox.dev/activate-mode"]
+    assert worker_template_problems(template, **{**_expected(settings), "activate_mode": "run"}) == []
+    dev = worker_template_problems(template, **{**_expected(settings), "activate_mode": "dev"})
+    assert dev == ["annotation flox.dev/activate-mode is None, not 'dev'"], dev
+    template["metadata"]["annotations"]["flox.dev/activate-mode"] = "dev"
+    run = worker_template_problems(template, **{**_expected(settings), "activate_mode": "run"})
+    assert run == ["annotation flox.dev/activate-mode is 'dev', not 'run'"], run
