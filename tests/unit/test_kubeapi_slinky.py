@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -131,7 +132,12 @@ def kubernetes_checks(target) -> dict[str, tuple[str, str]]:
         "T1 slurmd": verdict(t1.test_slurmd_process_runs_inside_the_pinned_environment, target, expect),
         "T10 placement": verdict(t10.test_worker_pods_only_on_reserved_nodes, target, expect),
         "T11 records": verdict(
-            t11.test_every_worker_record_carries_the_expected_revision, target, expect, workers, revision
+            t11.test_every_worker_record_carries_the_expected_revision,
+            target,
+            expect,
+            workers,
+            revision,
+            SimpleNamespace(held={}),  # the session's state: no worker quarantined
         ),
     }
 
