@@ -7,6 +7,7 @@ marking and the reading are spelled once, here.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -43,9 +44,10 @@ class Mark:
         return f"printf '%s|%s\\n' {self.nonce} \"{text}\""
 
     def lines(self, text: str) -> list[str]:
-        """The marked lines of ``text``, the mark removed; every other line is the site's, not ours."""
-        prefix = self.nonce + "|"
-        return [line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)]
+        """The marked lines of ``text``, the mark removed (and srun's ``--label`` rank before it, ``N: ``); every
+        other line is the site's, not ours."""
+        own = re.compile(rf"(?: *\d+: )?{re.escape(self.nonce)}\|")
+        return [line[m.end() :] for line in text.splitlines() if (m := own.match(line))]
 
     def text(self, text: str) -> str:
         return "\n".join(self.lines(text))
@@ -104,3 +106,12 @@ def every_worker_step(
         return marked(jobs.srun(line, command, timeout=limit), mark)
 
     return waiting_for_held(jobs, names, attempt, args, timeout)
+
+
+def slurm_version_tuple(version: str) -> tuple[int, ...]:
+    """``24.11.5`` -> (24, 11, 5): Slurm's version compared as numbers (a suffix such as ``-rc1`` is dropped)."""
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)

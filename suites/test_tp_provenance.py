@@ -37,7 +37,7 @@ from pytest_slurmflox.judges.slurmenv import SlurmFacts, consistency_problems, r
 from pytest_slurmflox.model.declared import EXPORTS, MODE, PRECEDENCE
 
 from ._capability import EveryWorker, declared, requirement
-from ._marks import on_each, per_node
+from ._marks import on_each, per_node, slurm_version_tuple
 from ._records import ENVIRON_PROBE, SUBMIT_PROBE, environs, require_flox_runtime, runtimes
 from ._slurm_reasons import lost_scripts
 
@@ -252,12 +252,3 @@ def test_command_in_environment_and_image_resolves_per_policy(submit, workers, r
             else:
                 every.holds(node, resolved != flox_path, f"{node}: {name} resolves to the base image's copy (append)")
     every.settle(res)
-
-
-def slurm_version_tuple(version: str) -> tuple[int, ...]:
-    """``24.11.5`` -> (24, 11, 5): Slurm's version compared as numbers (a suffix such as ``-rc1`` is dropped)."""
-    parts = []
-    for piece in version.split(".")[:3]:
-        digits = "".join(c for c in piece if c.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)

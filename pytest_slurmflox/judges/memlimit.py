@@ -289,13 +289,33 @@ class Observed:
         return ", ".join(found)
 
 
+#: From Slurm 26.05 on, slurmstepd writes its OOM report into the task's stderr without naming its node (measured on
+#: sid's 26.05.5: ``[2026-12-06T05:34:49.941] error: Detected 1 oom_kill event in StepId=49.0. Some of the step tasks
+#: have been OOM Killed.``, one such line per worker, where 24.11 wrote ``slurmstepd-<node>: error: ...``), and srun
+#: still names only the first task it saw killed. Under ``srun --label`` the report carries the rank of the task it
+#: was written to, and the task's own marked lines carry the same rank beside its node: that ties report to worker.
+LABELLED_REPORT_SINCE = (26, 5)
+
+
+def step_args(version: tuple[int, ...], mem_mb: int = MEM_MB) -> str:
+    """The srun options of the probe's one step on a cluster that reports ``version`` (``sinfo --version`` as
+    numbers): ``--mem``, and ``--label`` where slurmstepd's OOM report names no node (:data:`LABELLED_REPORT_SINCE`)."""
+    return f"--mem={mem_mb}" + (" --label" if version >= LABELLED_REPORT_SINCE else "")
+
+
 def oom_reported(output: str, node: str) -> bool:
     """Whether Slurm reported an OOM kill of ``node``'s task: each worker's slurmstepd reports its own
-    (``slurmstepd-<node>: error: Detected 1 oom_kill event``; 22.05: ``oom-kill event(s)``); srun names only the
-    first task it saw killed (``<node>: task N: Out Of Memory``)."""
+    (``slurmstepd-<node>: error: Detected 1 oom_kill event``; 22.05: ``oom-kill event(s)``; 26.05 names no node,
+    and under ``--label`` the report carries the rank of the task whose marked lines name ``node``:
+    ``1: [time] error: Detected 1 oom_kill event``); srun names only the first task it saw killed
+    (``<node>: task N: Out Of Memory``)."""
     name = re.escape(node)
     stepd = rf"slurmstepd-{name}: error: Detected \d+ oom[-_]kill event"
-    return bool(re.search(rf"{stepd}|\b{name}: task \d+: Out Of Memory", output))
+    if re.search(rf"{stepd}|\b{name}: task \d+: Out Of Memory", output):
+        return True
+    ranks = set(re.findall(rf"^ *(\d+): [^|\n]*\|{name}\|", output, re.MULTILINE))
+    labelled = re.findall(r"^ *(\d+): (?:\[[^\]\n]*\] )?error: Detected \d+ oom[-_]kill event", output, re.MULTILINE)
+    return bool(ranks.intersection(labelled))
 
 
 def _limit_problem(seen: Observed, promise: Promise, mem_mb: int) -> str | None:

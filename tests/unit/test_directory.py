@@ -108,3 +108,15 @@ def test_an_unreachable_directory_is_reported_with_the_reason():
 
     why = probe(LocalRunner(), Directory("ldap://127.0.0.1:9/", "dc=x", "alice"))
     assert why is not None and "ldapsearch" in why
+
+
+def test_workers_resolve_through_the_directory_from_slurm_26_05_by_the_image_version(tmp_path):
+    """26.05.5 (sid's image record) held an sbatch --export=NONE job "user env retrieval failed requeued held" where
+    root on the worker could not resolve the user; 24.11 and 22.05 ran it: only 26.05's workers get the directory."""
+    settings = resolve(cli={"WORKDIR": str(tmp_path)}, substrate="local").settings
+    files = local_directory.DirectoryFiles(tmp_path / "ldap")
+    assert local_directory.worker_boot(files, settings, "24.11.5-4+deb13u1") == {}
+    assert local_directory.worker_boot(files, settings, "22.05.8-4+deb12u3") == {}
+    boot = local_directory.worker_boot(files, settings, "26.05.5-1")
+    assert boot["WORKER_NSS"] == "slurm files ldap"  # nss_slurm first: a task's names still come from its step
+    assert boot["LDAP_BIND_SECRET"] == str(files.secret) and boot["TEST_USER"] == settings.test_user

@@ -20,7 +20,17 @@ from pytest_slurmflox.suites._marks import Mark, marked, per_node
 
 from pytest_slurmflox.base.run import Result
 from pytest_slurmflox.judges.authkeys import parse_show_config
-from pytest_slurmflox.judges.memlimit import MIB, Observed, Promise, configured, loosened, memory_problem, probe
+from pytest_slurmflox.judges.memlimit import (
+    MIB,
+    Observed,
+    Promise,
+    configured,
+    loosened,
+    memory_problem,
+    oom_reported,
+    probe,
+    step_args,
+)
 from pytest_slurmflox.model.declaredlimits import DeclaredLimits, parse_limits
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -82,7 +92,12 @@ def _judged(
 
 
 @pytest.mark.parametrize(
-    "name", ["scontrol-show-config-24.11-local.txt", "scontrol-show-config-22.05-bookworm-local.txt"]
+    "name",
+    [
+        "scontrol-show-config-24.11-local.txt",
+        "scontrol-show-config-22.05-bookworm-local.txt",
+        "scontrol-show-config-26.05-sid-local.txt",
+    ],
 )
 def test_the_promise_is_read_from_the_cgroup_section_scontrol_prints(name):
     promise = configured(parse_show_config((DATA / name).read_text()))
@@ -277,3 +292,38 @@ def test_the_probe_reads_this_process_limits_swap_and_peak():
     with open("/proc/meminfo") as meminfo:
         swap_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("SwapTotal:"))
     assert seen.swap_total == swap_kb * 1024
+
+
+def _replay_26_05(name: str) -> tuple[Across, str, Promise]:
+    """The real step T8 ran on sid's Slurm 26.05.5 (local substrate, 2 workers, probe() as the check builds it, with
+    and without srun --label), with the cgroup.conf that cluster's scontrol show config printed."""
+    stdout = (DATA / f"t8-oom-26.05-sid-local-{name}.stdout").read_text()
+    stderr = (DATA / f"t8-oom-26.05-sid-local-{name}.stderr").read_text()
+    res = marked(Result("srun", "login", "u", 1, stdout, stderr, 1.0), Mark("sfx3c9e1a7b5d20"))
+    promise = configured(parse_show_config((DATA / "scontrol-show-config-26.05-sid-local.txt").read_text()))
+    assert promise is not None
+    return Across(res, ("worker1", "worker2"), per_node(res)), res.stdout + res.stderr, promise
+
+
+def test_slurm_26_05_names_no_node_in_its_oom_report_and_label_ties_it_to_the_worker():
+    """26.05's slurmstepd writes ``[time] error: Detected 1 oom_kill event ...`` into the task's stderr, naming no node;
+    srun names only task 0. Unlabelled, worker2's report cannot be told from worker1's (the FAIL the first sid run
+    met); under --label each report carries its task's rank, which the task's marked lines tie to its worker."""
+    step, output, promise = _replay_26_05("unlabelled")
+    assert oom_reported(output, "worker1") and not oom_reported(output, "worker2")
+    problems = step.wrong(lambda node, lines: memory_problem(lines, output, node, promise))
+    assert list(problems.workers) == ["worker2"], problems
+    assert "Slurm did not report an OOM kill there" in problems[0]
+
+    step, output, promise = _replay_26_05("labelled")
+    assert sorted(step.lines) == ["worker1", "worker2"]  # the marked lines are read through srun's rank label
+    assert oom_reported(output, "worker1") and oom_reported(output, "worker2")
+    assert step.wrong(lambda node, lines: memory_problem(lines, output, node, promise)) == []
+    # a labelled report of another rank is not this worker's
+    only_rank_0 = "\n".join(line for line in output.splitlines() if not line.startswith("1: ["))
+    assert not oom_reported(only_rank_0.replace("worker1: task 0", "x"), "worker2")
+
+
+def test_label_is_asked_for_from_26_05_by_the_reported_version():
+    assert step_args((26, 5, 5)) == "--mem=64 --label"
+    assert step_args((24, 11, 5)) == step_args((22, 5, 8)) == "--mem=64"

@@ -12,7 +12,13 @@ resolving users through it with nslcd, and no local account for the test user an
   secrets.py). Only its salted hash goes into the seed; the login node gets a 0600 copy in its private /run, from
   which its nslcd.conf (on /run, never on disk) and the admin-side queries of group TD read it.
 - The login node: ``passwd``/``group`` are ``files ldap`` in its nsswitch.conf; workers keep ``slurm files``
-  (nss_slurm), so a worker learns the user only from the job's credential.
+  (nss_slurm), so a worker learns the user only from the job's credential. From Slurm 26.05 on (the version the
+  node image records), workers resolve through the directory too, nss_slurm first (``slurm files ldap``,
+  :func:`worker_boot`): 26.05's slurmd holds a batch job that implies ``--get-user-env`` (sbatch ``--export=NONE``
+  or a variable list) requeued, "user env retrieval failed requeued held", when root on the worker cannot run
+  ``su - <user>`` before the job's step exists (where 24.11 logged "Unable to get user's local environment,
+  running only with passed environment" and ran the job), and nss_slurm answers only inside a running step. That
+  puts the bind secret on every worker (0600 on its /run), as Slinky's NodeSets do with their ``sssdConfRef``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +170,22 @@ def identity_boot(settings: Settings) -> dict[str, str]:
         "TEST_SUPP_GROUP": settings.test_supp_group,
         "TEST_SUPP_GID": str(settings.test_supp_gid),
     }
+
+
+#: The first Slurm whose slurmd refuses a batch job whose user's environment it cannot load (measured on sid's
+#: 26.05.5: "error: _get_user_env: Unable to get user's local environment", the job PENDING "user env retrieval
+#: failed requeued held"; 24.11.5 ran it "with passed environment"): its workers must resolve the user as root.
+WORKER_RESOLVES_SINCE = (26, 5)
+
+
+def worker_boot(files: DirectoryFiles, settings: Settings, slurm_version: str) -> dict[str, str]:
+    """A worker's boot variables for the directory: none before :data:`WORKER_RESOLVES_SINCE` (``slurm_version``,
+    the image's record, e.g. ``26.05.5-1``); from it on, what the login node gets plus ``WORKER_NSS``, the
+    nsswitch sources with nss_slurm first (a task's names still come from its step)."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", slurm_version.split("-")[0])[:2])
+    if numbers < WORKER_RESOLVES_SINCE:
+        return {}
+    return {**identity_boot(settings), **login_boot(files), "WORKER_NSS": "slurm files ldap"}
 
 
 def login_boot(files: DirectoryFiles) -> dict[str, str]:

@@ -265,6 +265,7 @@ class LocalWorkerPool(WorkerPool, IsolatingWorkers, ServiceRestart, RuntimeRecor
             "SLURMFLOX_ENV_EXPORTS": ",".join(settings.worker_env_exports),
             "WORKER_CONF": slurmconf.worker_conf(settings.worker_cpus, settings.worker_mem_mb),
             "HOME_MOUNT": settings.worker_home_path,
+            **directory.worker_boot(self.cluster.directory_files, settings, self.cluster.ensure_image().slurm_version),
         }
 
     def converge_worker(

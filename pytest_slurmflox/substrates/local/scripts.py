@@ -143,14 +143,16 @@ fi
 
 # The test user exists only in the directory (#13): nslcd resolves it (passwd/group: files ldap), with the bind
 # secret in a config on /run (never on disk). No local account, and no nscd: a change is seen at once. The login
-# node, and the controller (auth/jwt maps a token's name to a uid there; auth/munge resolves the submitter).
+# node, and the controller (auth/jwt maps a token's name to a uid there; auth/munge resolves the submitter); on
+# Slurm 26.05 the workers too, nss_slurm first (directory.worker_boot: WORKER_NSS).
 directory_client() {
+    local sources=${1:-files ldap}
     phase starting nslcd
     t0=$(date +%s%N)
     ( umask 077 && printf 'uid nslcd\ngid nslcd\nuri %s\nbase %s\nbinddn %s\nbindpw %s\n' "$LDAP_URI" "$LDAP_BASE" \
         "$LDAP_BIND_DN" "$(cat /run/slurmflox/ldap-bind.secret)" > /run/slurmflox/nslcd.conf )
     ln -sfn /run/slurmflox/nslcd.conf /etc/nslcd.conf
-    sed -i -E 's/^(passwd|group):.*/\1: files ldap/' /etc/nsswitch.conf
+    sed -i -E "s/^(passwd|group):.*/\\1: $sources/" /etc/nsswitch.conf
     mkdir -p /run/nslcd && chown nslcd:nslcd /run/nslcd
     /usr/sbin/nslcd -n >>/var/log/nslcd.out 2>&1 &
     pids+=($!)
@@ -273,6 +275,9 @@ worker)
         fail "task-profile initializer failed in $SLURMFLOX_ENVIRONMENT: $(tail -n 1 /run/slurmflox/ctl/init.log)"
     fi
     mkdir -p /var/lib/slurm/slurmd  # slurmd itself enforces 0755 on it (its cred_state inside is 0600)
+    if [ -n "${WORKER_NSS:-}" ]; then  # root resolves the user outside jobs (Slurm 26.05's --get-user-env)
+        directory_client "$WORKER_NSS"
+    fi
     phase starting slurmd
     /usr/sbin/slurmd -D -Z --conf "$WORKER_CONF" >>/var/log/slurm/slurmd.out 2>&1 &
     pids+=($!)
