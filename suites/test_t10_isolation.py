@@ -107,15 +107,16 @@ def test_what_every_task_trusts_belongs_to_root_on_every_worker(submit, workers,
     are owned by root and writable by no one else (mode bits; ACL entries where ``getfacl`` is there). The
     expectation is the reference's contract and POSIX's rule for who may replace an entry
     (pytest_slurmflox/judges/trustpaths.py), never a worker's word: a FAIL names the worker, the path, its owner and
-    its mode."""
+    its mode. A path the target declared must be there; an undeclared one that is absent is T3's and T2's to judge."""
     runtime = target.spec.runtime
     paths = {
         "task profile": profile_dir(target),
         "TaskProlog": runtime.task_prolog if runtime is not None else "",
         "realized runtime": runtime.realized_path if runtime is not None else "",
     }
+    declared = frozenset(label for label, path in paths.items() if path and runtime is not None)
     step = across(submit, workers, trust_probe(paths, profile_dir(target)))
-    problems = step.wrong(lambda _node, lines: trust_problems(lines))
+    problems = step.wrong(lambda _node, lines: trust_problems(lines, required=declared))
     requirement(
         not problems,
         f"on each of the {len(workers)} workers the task profile, the TaskProlog and the realized runtime, and every "

@@ -106,14 +106,18 @@ def parse(lines: list[str]) -> tuple[list[Entry], list[str], list[str]]:
     return entries, grants, missing
 
 
-def trust_problems(lines: list[str], owners: frozenset[int] = frozenset({0})) -> str | None:
+def trust_problems(
+    lines: list[str], owners: frozenset[int] = frozenset({0}), required: frozenset[str] = frozenset(TRUSTED)
+) -> str | None:
     """What one worker's probe lines show anyone but root may change (path, owner, mode), or None. A worker that
-    printed nothing for one of :data:`TRUSTED` could not be checked and is named for it."""
+    printed nothing for one of :data:`TRUSTED` could not be checked and is named for it. Something absent is a
+    problem here only where ``required`` names it (the target declared its path): whether the reference's profile,
+    a TaskProlog or a realized runtime exists at all is T3's and T2's to judge, not who may change it."""
     entries, grants, missing = parse(lines)
     found = [f"{e.label} {e.path} ({e.kind}, uid {e.uid}, mode {e.mode:04o}): {p}" for e in entries
              if (p := e.problem(owners))]  # fmt: skip
     found += [f"{label} {path}: its ACL lets {entry} write" for label, path, entry in (g.split("|") for g in grants)]
-    found += [f"{label} {path} does not exist" for label, path in (m.split("|") for m in missing)]
+    found += [f"{label} {path} does not exist" for label, path in (m.split("|") for m in missing) if label in required]
     shown = {e.label for e in entries}
     found += [f"{label}: nothing on its way was shown" for label in TRUSTED if label not in shown and not missing]
     return "; ".join(dict.fromkeys(found)) or None

@@ -82,3 +82,13 @@ def test_a_sticky_directory_keeps_roots_entries_roots_and_nothing_shown_is_named
     assert "realized runtime: nothing on its way was shown" in (
         trust_problems(["entry=task profile|/|directory|0|755"]) or ""
     )
+
+
+def test_an_absent_path_is_a_problem_only_where_the_target_declared_it():
+    """A customer's cluster without the reference's profile or a TaskProlog: their absence is T3's and T2's to judge;
+    T10 judges who may change what is there, and a declared path that is not there."""
+    absent = ["missing=task profile|/run/flox-task-profile/current", "missing=realized runtime|(none in force)"]
+    shown = ["entry=TaskProlog|/etc/slurm/prolog.sh|regular file|0|755", "entry=TaskProlog|/|directory|0|755"]
+    assert trust_problems(absent + shown, required=frozenset()) is None
+    said = trust_problems(absent + shown, required=frozenset({"task profile"})) or ""
+    assert said == "task profile /run/flox-task-profile/current does not exist", said
