@@ -134,9 +134,17 @@ def _workers(
                 found.note(metric.name, f"{next(iter(members))} is the only worker {where}: no other to compare with")
             continue
         found.judged.add(metric.name)
-        for worker, value in sorted(members.items()):
-            others = median(v for w, v in members.items() if w != worker)
-            if (metric.name, worker) not in found.named and found.ratios.slow(metric, value, others):
+        slow = {
+            worker: (value, others)
+            for worker, value in sorted(members.items())
+            if found.ratios.slow(metric, value, others := median(v for w, v in members.items() if w != worker))
+        }
+        if len(slow) * 2 > len(members):
+            # most of the group "slow" against the rest is one fast worker (a moment of idle cores on a loaded
+            # host: CI saw 1 of 3 at 30 GB/s and 2 at 12.5), not a slow majority: the band judges the level
+            continue
+        for worker, (value, others) in slow.items():
+            if (metric.name, worker) not in found.named:
                 said = found.ratios.said(metric, value, others, whose)
                 found.name(metric.name, [worker], f"{metric.name}: {worker} is an outlier: {said}")
 
