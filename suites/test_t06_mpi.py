@@ -1,10 +1,12 @@
-"""T6: multi-node MPI through Slurm's pmix plugin.
+"""T6: multi-node MPI through the Slurm MPI plugin the target declares.
 
-Requirement: an MPI program launched with ``srun --mpi=pmix`` across every worker of the cohort (one step, one
+Requirement: an MPI program launched with ``srun --mpi=<plugin>`` across every worker of the cohort (one step, one
 rank per worker, ``-w`` all of them) initializes one world with one rank on each worker; a worker where MPI is
 broken is named. The program is compiled for the occasion on a worker with the worker's own mpicc.
 
-Where the expectations come from: the program is written here and prints its world size and ranks; the expected
+Where the expectations come from: the plugin is the target file's ``slurm.mpi`` (pmix unless it says; the local
+substrate's sid image declares pmi2, substrates/local/mpistack.py), never what the cluster offers or defaults to;
+the program is written here and prints its world size and ranks; the expected
 size and node spread are the cohort the pre-flight decided (Slurm's partition cross-checked with the owner).
 Starting is not talking: the program (suites/_mpitalk.py) prints its rank and world size, then exchanges messages in
 a ring across every worker and between every pair, and a pair of workers that cannot exchange one is named. Both
@@ -19,6 +21,7 @@ import pytest
 
 from pytest_slurmflox.base.run import command_line, quoted
 from pytest_slurmflox.base.waits import job_timeout
+from pytest_slurmflox.judges.mpiplugins import offered_plugins
 
 from ._capability import requirement
 from ._cohort import Across, across
@@ -44,9 +47,16 @@ int main(int argc, char **argv) {
 """
 
 
-def test_pmix_is_offered(submit):
+def test_the_declared_mpi_plugin_is_offered(submit, target):
+    plugin = target.spec.mpi
     res = submit.login.run("srun --mpi=list")
-    requirement(res.ok and "pmix" in res.stdout + res.stderr, "Slurm offers the pmix MPI plugin", res)
+    offered = offered_plugins(res.stdout + res.stderr)
+    requirement(
+        res.ok and plugin in offered,
+        f"Slurm offers the MPI plugin the target declares (slurm.mpi: {plugin}); srun --mpi=list offers "
+        + (", ".join(offered) or "none"),
+        res,
+    )
 
 
 def _probe(submit, target, name: str = "mpi_hello", source: str = MPI_HELLO, shipped: str = "mpi-hello") -> str:
@@ -75,10 +85,10 @@ def _talk_step(request, submit, target, workers) -> Across:
     def observe() -> dict:
         program = _probe(submit, target, "mpi_talk", MPI_TALK, "")
         n = len(workers)
-        # the allocation and PMIx wire-up (as the start check), then the ring and every round, within the alarm
+        # the allocation and the PMI wire-up (as the start check), then the ring and every round, within the alarm
         script = quoted("%s %s", program, f"{exchange_seconds(n):g}")
         timeout = job_timeout(stages=2) + program_seconds(n)
-        return {"step": across(submit, workers, script, args="--mpi=pmix", timeout=timeout).result}
+        return {"step": across(submit, workers, script, args=f"--mpi={target.spec.mpi}", timeout=timeout).result}
 
     result = observe_once(request, "t6-talk", observe)["step"]
     return Across(result, tuple(sorted(workers)), per_node(result))
@@ -86,7 +96,7 @@ def _talk_step(request, submit, target, workers) -> Across:
 
 def test_mpi_ranks_on_every_worker(request, submit, target, workers):
     """One MPI world with one rank on every worker of the cohort (``-w`` all of them): MPI broken on any one worker
-    (its pmix plugin, its MPI library) FAILS naming that worker. Judged on the ranks' ``rank=`` lines of the talking
+    (its MPI plugin, its MPI library) FAILS naming that worker. Judged on the ranks' ``rank=`` lines of the talking
     step (whether they then talk is the next check's); where it cannot be compiled, on the shipped hello program."""
     if len(workers) < 2:
         pytest.skip("missing capability two-workers: the cohort has fewer than two workers")
@@ -95,8 +105,9 @@ def test_mpi_ranks_on_every_worker(request, submit, target, workers):
         step, program, whole = _talk_step(request, submit, target, workers), "the talking program", False
     except pytest.skip.Exception:
         program = _probe(submit, target)
-        # the allocation, then the ranks' PMIx wire-up (up to a pass of its own on a loaded host)
-        step = across(submit, workers, quoted("%s", program), args="--mpi=pmix", timeout=job_timeout(stages=2))
+        # the allocation, then the ranks' PMI wire-up (up to a pass of its own on a loaded host)
+        args = f"--mpi={target.spec.mpi}"
+        step = across(submit, workers, quoted("%s", program), args=args, timeout=job_timeout(stages=2))
         whole = True  # the hello program does nothing after its line: it must end well too
 
     def judge(node: str, lines: list[str]) -> str | None:

@@ -27,8 +27,8 @@ worker: the cost grows linearly with the workers only where the measurement itse
   fastest window: a way out or in that is throttled shows in that direction alone) between each worker and its ring
   neighbour, in two phases: every worker i pings i+1, then every worker i pings i-1, one pair at a time with the
   others waiting at a barrier, so each worker is measured towards both neighbours and in both directions. The
-  program is compiled on a worker with the worker's own mpicc (as T6's) and launched with ``srun --mpi=pmix``, one
-  rank per worker.
+  program is compiled on a worker with the worker's own mpicc (as T6's) and launched with ``srun --mpi=<plugin>`` (the
+  target's ``slurm.mpi``, as T6), one rank per worker.
 - Memory bandwidth: a STREAM-triad-like kernel (``a[i] = b[i] + s * c[i]`` over 2 Mi doubles) on every worker,
   compiled like the MPI program, reported as STREAM reports it: the best of several trials (stream.c keeps the
   minimum time of NTIMES trials: https://www.cs.virginia.edu/stream/FTP/Code/stream.c), so one preemption by other
@@ -182,7 +182,7 @@ def test_mpi_pingpong_latency_and_bandwidth_between_ring_neighbours(request, sub
     script = "OMPI_MCA_mpi_yield_when_idle=1 " + quoted("%s", program)
 
     def measure() -> tuple[list[Sample], object]:
-        step = across(submit, workers, script, args="--mpi=pmix", timeout=job_timeout(stages=2))
+        step = across(submit, workers, script, args=f"--mpi={target.spec.mpi}", timeout=job_timeout(stages=2))
         samples = parse_lines(line for lines in step.lines.values() for line in lines)
         missing = [p for m in ("mpi_latency", "mpi_bandwidth") for p in _initiated(samples, m, sorted(workers))]
         requirement(step.result.ok and not missing, "a ping-pong value for every ring pair: " + "; ".join(missing),

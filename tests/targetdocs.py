@@ -46,6 +46,7 @@ EVERY_KEY: dict[str, Any] = {
         "reservation": "acceptance",
         "extra_args": ["--constraint=fast"],
         "busy_timeout": 900,
+        "mpi": "pmi2",
     },
     "identity": {"user": "alice", "uid": 1234, "gid": 1234, "supp_group": "hpc", "supp_gid": 2000},
     "directory": {

@@ -239,8 +239,9 @@ class SlurmfloxSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """A check its module holds that is neither kept nor deselected was left out by the paths or node ids the
-        command line named (``suites/test_t06_mpi.py::test_pmix_is_offered``), or by ``--lf`` (pytest's cache
-        plugin drops the checks that passed last time from the module's collection, without deselecting them)."""
+        command line named (``suites/test_t06_mpi.py::test_the_declared_mpi_plugin_is_offered``), or by ``--lf``
+        (pytest's cache plugin drops the checks that passed last time from the module's collection, without
+        deselecting them)."""
         record = self.state.deselected
         why = BY_PYTEST if getattr(self.config.option, "lf", False) else NOT_NAMED
         kept = {item.nodeid for item in session.items}

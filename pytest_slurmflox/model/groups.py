@@ -15,7 +15,7 @@ GROUPS: dict[str, str] = {
     "T3": "task-profile initialization complete and consistent",
     "T4": "ordinary sbatch, no per-job Kubernetes object",
     "T5": "interactive and multi-step Slurm work",
-    "T6": "multi-node MPI (pmix)",
+    "T6": "multi-node MPI (srun --mpi, the declared plugin)",
     "T7": "arrays, dependencies, hold/release, scancel, time limits",
     "T8": "resources and process cleanup",
     "T9": "shared storage and the login endpoint",

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .mpiplugin import DEFAULT_MPI_PLUGIN
+
 #: A Slurm account, QOS or reservation name as the target may declare it: letters, digits and ``_ . + -``, up to
 #: 64, not starting with ``-`` (never read as an option).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
@@ -75,9 +77,13 @@ class SiteAccess:
         return doc
 
 
-def slurm_document(partition: str, version: str | None, site: SiteAccess) -> dict[str, Any]:
-    """A target file's ``slurm`` section: the partition, the site's access keys, the version a substrate installed."""
-    return {"partition": partition, **site.document(), **({"version": version} if version else {})}
+def slurm_document(
+    partition: str, version: str | None, site: SiteAccess, busy_timeout: float | None = None, mpi: str | None = None
+) -> dict[str, Any]:
+    """A target file's ``slurm`` section: the partition, the site's access keys, the version a substrate installed,
+    the busy budget when given and the MPI plugin when it is not the default (what parse_target reads back)."""
+    optional = {"version": version, "busy_timeout": busy_timeout, "mpi": None if mpi == DEFAULT_MPI_PLUGIN else mpi}
+    return {"partition": partition, **site.document(), **{k: v for k, v in optional.items() if v is not None}}
 
 
 def parse_site_access(slurm: Mapping[str, Any] | None) -> SiteAccess:

@@ -3,8 +3,7 @@
 A substrate writes a target file when it brings a cluster up (through :func:`target_document`, the one
 serializer); a customer writes one by hand for an existing cluster. Either way the suites see the same thing (see
 :mod:`~pytest_slurmflox.harness.connection` for the live handles): what the deployment is expected to run, where its
-login
-is, and, for a substrate-backed target, the settings it was deployed with.
+login is, and, for a substrate-backed target, the settings it was deployed with.
 
 Target file (YAML)::
 
@@ -22,7 +21,7 @@ Target file (YAML)::
                                     # + worker_label: key=value, worker_taint: key[=value]:Effect (T10 placement)
                                     # + node_debug_image: repo:tag (T1 reads nodes via kubectl-debug pods)
                                     # + pod_exec: true (the run may exec into worker pods: a refusal FAILs)
-    slurm: {partition: all, busy_timeout: 600}  # + account, qos, reservation, extra_args: [...] (siteaccess.py);
+    slurm: {partition: all, busy_timeout: 600, mpi: pmix}  # + account, qos, reservation, extra_args (siteaccess.py);
                                     # busy_timeout: seconds a step waits for workers others' jobs hold (busy.py)
     identity: {user: alice, uid: 1234, gid: 1234, supp_group: hpc, supp_gid: 2000}   # optional
     directory: {uri: ldap://ldap.example/, base: dc=example,dc=org, user: alice, groups: [hpc]}  # optional (TD,
@@ -59,6 +58,7 @@ from .declaredruntime import DeclaredRuntime, parse_runtime, runtime_document
 from .directory import Directory, parse_directory
 from .endpoint import Endpoint, EndpointError, endpoint_document, parse_endpoint
 from .floxlock import lock_file
+from .mpiplugin import DEFAULT_MPI_PLUGIN, parse_mpi_plugin
 from .nodedebug import parse_image
 from .revision import runtime_revision
 from .settings import KEYS, WORKER_KEYS, Settings, SettingsError, resolve, to_raw
@@ -140,6 +140,7 @@ class TargetSpec:
     runtime: DeclaredRuntime | None = None  #: what the workers must realize, declared (``runtime``)
     site: SiteAccess = field(default_factory=SiteAccess)  #: account, QOS, reservation, extra options of every job
     busy_timeout: float | None = None  #: ``slurm.busy_timeout`` (busy.py), None when the file does not say
+    mpi: str = DEFAULT_MPI_PLUGIN  #: ``slurm.mpi``: the MPI plugin T6 and TB launch with (mpiplugin.py)
     #: ``expect.limits``: how far the cluster may loosen a job's limits (declaredlimits.py; Slurm's defaults)
     limits: DeclaredLimits = field(default_factory=DeclaredLimits)
 
@@ -289,6 +290,7 @@ def parse_target(doc: Mapping[str, Any], *, path: Path | None = None) -> TargetS
         runtime=_checked(parse_runtime, doc.get("runtime")),
         site=_checked(parse_site_access, doc.get("slurm") or {}),
         busy_timeout=_checked(busy.parse_busy_timeout, (doc.get("slurm") or {}).get("busy_timeout")),
+        mpi=_checked(parse_mpi_plugin, (doc.get("slurm") or {}).get("mpi")) or DEFAULT_MPI_PLUGIN,
         limits=_checked(parse_limits, (doc.get("expect") or {}).get("limits")) or DeclaredLimits(),
         **_services(doc),
         declared=declared_keys(doc) if substrate == "existing" else None,
@@ -327,7 +329,7 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
         "login": endpoint_document(spec.login),
         "admin": None,
         "kubernetes": None,
-        "slurm": slurm_document(spec.partition, spec.slurm_version, spec.site),
+        "slurm": slurm_document(spec.partition, spec.slurm_version, spec.site, spec.busy_timeout, spec.mpi),
         "expect": expect_document(spec.expect),
     }
     if spec.admin is not None:  # an admin on the login's host, port and key is written as just its user
@@ -348,8 +350,6 @@ def target_document(spec: TargetSpec) -> dict[str, Any]:
                 doc["kubernetes"][key] = getattr(kube, key)
     if limits_document(spec.limits):
         doc["expect"]["limits"] = limits_document(spec.limits)
-    if spec.busy_timeout is not None:
-        doc["slurm"]["busy_timeout"] = spec.busy_timeout
     if spec.identity is not None:
         doc["identity"] = dataclasses.asdict(spec.identity)  # user, uid, gid, supp_group, supp_gid
     if spec.limitations:

@@ -173,7 +173,7 @@ def test_pmix_plugin_missing_on_one_worker_fails_only_t6(deployment):
     assert (
         "with a rank on each of the 2 workers" in message and "worker2: the step could not launch there" in message
     ), message[-3000:]
-    assert "test_t06_mpi::test_pmix_is_offered" in run.outcomes("passed"), run.output[-3000:]
+    assert "test_t06_mpi::test_the_declared_mpi_plugin_is_offered" in run.outcomes("passed"), run.output[-3000:]
     assert len(run.in_module("test_t05_interactive")) == 3, run.output[-3000:]
     passes_again(deployment, "-m", "T6")
 

@@ -103,11 +103,13 @@ def test_declared_admin_that_does_not_work_fails_t10_and_td(deployment, tmp_path
 
 def test_a_deselected_check_of_a_required_group_is_named_and_signs_nothing_off(deployment):
     """#40 item 3 with the real suites under the plugin's default xdist workers: ``-k "not mpi_ranks"`` leaves T6
-    its PMIx check; T6 is NOT RUN naming the checks it did not run (the start and the talking check), never PASS on
+    its plugin check; T6 is NOT RUN naming the checks it did not run (the start and the talking check), never PASS on
     the one that did."""
     run = run_checks(deployment, "-m", "T6", "--slurmflox-signoff", "-k", "not mpi_ranks")
     assert run.rc != 0, run.output[-3000:]
-    assert [c.rsplit("::", 1)[-1] for c in run.outcomes("passed")] == ["test_pmix_is_offered"], run.output[-3000:]
+    assert [c.rsplit("::", 1)[-1] for c in run.outcomes("passed")] == ["test_the_declared_mpi_plugin_is_offered"], (
+        run.output[-3000:]
+    )
     evidence = json.loads((_artifacts(run.output) / "evidence.json").read_text())
     t6 = next(g for g in evidence["groups"] if g["group"] == "T6")
     assert t6["verdict"] == "NOT RUN" and t6["counts"]["PASS"] == 1, t6

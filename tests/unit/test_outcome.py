@@ -37,6 +37,8 @@ OK, FAILED, NONE, INTERRUPTED = (
         (ExitRules(), NONE, NONE),  # a test run that found nothing says so
         (ExitRules(provisioned=True), NONE, OK),  # a provisioning run succeeded
         (ExitRules(provisioned=True), FAILED, FAILED),
+        # up + a sign-off whose suites were not collected (run outside the project): measured exit 0, now 5
+        (ExitRules(provisioned=True, unsigned=True), NONE, NONE),
         (ExitRules(unsigned=True), OK, FAILED),  # passing checks, no sign-off
         (ExitRules(unsigned=True), INTERRUPTED, INTERRUPTED),  # an interrupted run stays interrupted
         (ExitRules(leaks=["reports/x/evidence.json"]), OK, FAILED),

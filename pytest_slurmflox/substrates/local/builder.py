@@ -8,15 +8,22 @@ The texts here take part in the image's recipe key (image.recipe_key).
 
 from __future__ import annotations
 
+from .mpistack import mpi_stack
+
 BUILDER_PACKAGES = (
     "build-essential",
     "dpkg-dev",
     "libslurm-dev",
     "libmunge-dev",
-    "libopenmpi-dev",
-    "openmpi-bin",
     "pkg-config",
 )
+
+
+def builder_packages(suite: str) -> tuple[str, ...]:
+    """The builder chroot's packages for ``suite``: BUILDER_PACKAGES and the suite's MPI (mpistack.py), whose
+    mpicc compiles ``mpi-hello`` for the node image that carries the same MPI."""
+    return BUILDER_PACKAGES + mpi_stack(suite).builder_packages
+
 
 MPI_HELLO_C = r"""
 #include <mpi.h>

@@ -2,13 +2,13 @@
 
 Built with mmdebstrap from the mirror the host's apt names, in two stages:
 
-1. a throw-away *builder* chroot (compiler, libslurm-dev, libopenmpi-dev, deb-src for the suite) that fetches
+1. a throw-away *builder* chroot (compiler, libslurm-dev, the suite's MPI, deb-src for the suite) that fetches
    Debian's own slurm-wlm source package, runs ``configure`` only to get ``config.h``, and compiles
    ``contribs/nss_slurm/libnss_slurm.c`` against the packaged libslurm (Debian does not package libnss_slurm,
    and ``LaunchParameters=enable_nss_slurm`` needs it to resolve names of users the worker has no account for),
    plus a tiny MPI program (``mpi-hello``);
-2. the *node* rootfs (Slurm daemons, client, sackd where the suite has it, munge, OpenMPI with PMIx, sshd) with
-   those two artifacts copied in, packed as a tar archive.
+2. the *node* rootfs (Slurm daemons, client, sackd where the suite has it, munge, the suite's MPI (mpistack.py),
+   sshd) with those two artifacts copied in, packed as a tar archive.
 
 The archive's sha256 is the image identity (the local meaning of WORKER_IMAGE's digest). The cache key is
 derived from suite + package list + recipe text, so a recipe change builds a new image and an unchanged one is
@@ -33,7 +33,8 @@ from filelock import FileLock
 from ...base.run import quoted
 from ...base.waits import Status, lines_or_silence
 from .. import SubstrateUnavailable
-from .builder import BUILDER_PACKAGES, MPI_HELLO_C, SOURCE_FALLBACK_SUITES, builder_script
+from .builder import MPI_HELLO_C, SOURCE_FALLBACK_SUITES, builder_packages, builder_script
+from .mpistack import mpi_stack
 
 Progress = Callable[[str], None]
 
@@ -54,9 +55,6 @@ NODE_PACKAGES = (
     "slurm-client",
     "slurm-wlm-basic-plugins",
     "munge",
-    "openmpi-bin",
-    "libopenmpi-dev",
-    "libpmix-dev",
     "gcc",  # mpicc needs a compiler: the suites build their MPI probe on a worker
     "libc6-dev",
     "openssh-server",
@@ -80,8 +78,9 @@ AUTH_SLURM_PACKAGES = ("sackd",)
 
 
 def node_packages(suite: str) -> tuple[str, ...]:
-    """The node image's packages for ``suite`` (sackd only where auth/slurm exists)."""
-    return NODE_PACKAGES + (AUTH_SLURM_PACKAGES if SUITE_AUTH.get(suite) == "slurm" else ())
+    """The node image's packages for ``suite``: its MPI stack (mpistack.py), sackd only where auth/slurm exists."""
+    auth = AUTH_SLURM_PACKAGES if SUITE_AUTH.get(suite) == "slurm" else ()
+    return NODE_PACKAGES + mpi_stack(suite).node_packages + auth
 
 
 def node_customize(suite: str) -> str:
@@ -161,7 +160,7 @@ def recipe_key(suite: str) -> str:
     doc = {
         "suite": suite,
         "node": sorted(node_packages(suite)),
-        "builder": sorted(BUILDER_PACKAGES),
+        "builder": sorted(builder_packages(suite)),
         "scripts": [MPI_HELLO_C, builder_script(suite), node_customize(suite), NODE_PRESEED],
         "format": 1,
     }
@@ -306,7 +305,7 @@ def _build_artifacts(suite: str, source: str, work: Path, progress: Progress) ->
     chroot_dir = work / "builder-root"
     argv = [
         *_common_args(suite),
-        "--include=" + ",".join(BUILDER_PACKAGES),
+        "--include=" + ",".join(builder_packages(suite)),
         f'--customize-hook=mkdir -p "$1/build" && cp {work}/builder.sh {work}/mpi-hello.c "$1/build/"',
         '--customize-hook=chroot "$1" bash /build/builder.sh',
         f'--customize-hook=cp -a "$1/build/out/." {out}/',
@@ -340,5 +339,5 @@ def _build_node_archive(
         f"deb {source} {suite} main",
     ]
     daemons = "slurmctld, slurmd, sackd" if suite_auth(suite) == "slurm" else "slurmctld, slurmd"
-    progress(f"image: stage 2/2: node rootfs ({daemons}, munge, openmpi+pmix, sshd)")
+    progress(f"image: stage 2/2: node rootfs ({daemons}, munge, {mpi_stack(suite).label}, sshd)")
     _mmdebstrap(argv, work / "node.log", progress, "node")

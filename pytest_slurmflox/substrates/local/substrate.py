@@ -52,6 +52,7 @@ from . import accounting, apt, directory, image, keys, release
 from .capacity import Capacity
 from .cluster import CLUSTER_NAME, CTL, LOGIN, LocalCluster, registered, rmtree
 from .forwarders import Forwarders
+from .mpistack import mpi_stack
 from .network import address_for
 from .pool import LocalWorkerPool
 from .siteexample import SITE_EXAMPLE, write_site_example
@@ -258,6 +259,7 @@ class LocalSubstrate(Substrate):
             # what the deployment should run: the settings' runtime (lifecycle moves the cohort there)
             expect=Expectations(s, c.revision_for(s), img.ref, s.compute_replicas),
             slurm_version=img.slurm_version.split("-")[0],
+            mpi=mpi_stack(img.suite).plugin,  # the plugin the image's MPI starts under (mpistack.py)
             deployed=s,
             # what this substrate cannot enforce on this host: the affected checks SKIP naming it
             limitations=c.cgroup_layout()[0].limitations(),
