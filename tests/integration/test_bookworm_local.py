@@ -15,8 +15,10 @@ list's semantics and says so in its requirement.
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 from acceptance_helpers import assert_local_acceptance, cluster_of, deployed, slurm_2205_config
@@ -30,9 +32,14 @@ SUITE = "bookworm"
 def deployment(tmp_path_factory):
     t0 = time.monotonic()
     with deployed(
-        tmp_path_factory, SUITE, "-m", "acceptance", options=(f"--slurmflox-local-suite={SUITE}",)
+        tmp_path_factory,
+        SUITE,
+        "-m",
+        "acceptance",
+        "--slurmflox-signoff",
+        options=(f"--slurmflox-local-suite={SUITE}",),
     ) as recorded:
-        print(f"[bookworm] up + default acceptance: {time.monotonic() - t0:.1f}s")
+        print(f"[bookworm] up + signed-off acceptance: {time.monotonic() - t0:.1f}s")
         yield recorded
 
 
@@ -56,9 +63,15 @@ def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
     assert nix.ok and re.search(r"\b2\.8\.", nix.stdout), nix.describe()
 
 
-def test_the_same_groups_pass_as_on_trixie(deployment):
+def test_the_same_groups_pass_as_on_trixie_and_it_is_signed_off_on_22_05(deployment):
     _, _, _, run = deployment
     assert_local_acceptance(run)
+    found = re.search(r"slurmflox: artifacts in (\S+): ", run.output)
+    assert found, run.output[-3000:]
+    evidence = json.loads((Path(found.group(1)) / "evidence.json").read_text())["run"]
+    assert evidence["verdict"] == "SIGNED OFF" and evidence["exit_status"] == 0, evidence
+    # the version the cluster's own client reports (sinfo --version)
+    assert re.fullmatch(r"22\.05\.\d+", evidence["target"]["Slurm version"]), evidence["target"]
     # --export=NIL was judged on 22.05 (as the variable list it is there), not skipped
     nil = [k for k in run.in_module("test_tp_provenance") if "[NIL]" in k]
     assert len(nil) == 2, run.outcomes("passed")
