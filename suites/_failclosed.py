@@ -12,6 +12,7 @@ the TaskProlog is run as the task's user with that directory as its argument, an
 from __future__ import annotations
 
 from pytest_slurmflox.base.run import quoted
+from pytest_slurmflox.judges.taskprolog import IN_FORCE_SH, resolved_sh
 from pytest_slurmflox.model.settings import TASK_PROFILE_SCHEMA
 
 #: The profiles that must be refused: case -> what it is (shown in a failure).
@@ -29,16 +30,14 @@ DIRECTIVES = ("export ", "unset ")
 
 def probe_script(task_prolog: str = "") -> str:
     """Shell text for one worker: names the TaskProlog its own slurm.conf has in force (``conf=``,
-    ``taskprolog=``), then runs ``task_prolog`` (or, when empty, that one) against each of :data:`CASES` and
+    ``taskprolog=`` as written), then runs ``task_prolog`` (or, when empty, that one), resolved as slurmd resolves
+    it (judges/taskprolog.py: a relative name beside slurm.conf, Slurm 25.11+), against each of :data:`CASES` and
     prints ``case=<c> rc=<exit>`` and each stdout line as ``out=<c> <line>``."""
     schema = quoted("%s", TASK_PROFILE_SCHEMA)
-    run = quoted("%s", task_prolog) if task_prolog else '"$tp"'
-    return f"""conf=${{SLURM_CONF:-/etc/slurm/slurm.conf}}
-tp=$(grep -i '^[[:space:]]*taskprolog[[:space:]]*=' "$conf" 2>/dev/null | tail -n1 |
-  sed 's/^[^=]*=[[:space:]]*//; s/[[:space:]#].*//')
+    return f"""{IN_FORCE_SH}
 echo "conf=$conf"
-echo "taskprolog=$tp"
-run={run}
+echo "taskprolog=$named"
+run="{resolved_sh(task_prolog)}"
 [ -n "$run" ] || exit 0
 t=$(mktemp -d) || exit 1
 trap 'rm -rf "$t"' EXIT

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..base.run import quoted
+from .taskprolog import IN_FORCE_SH, resolved_sh
 
 #: What a task trusts, by the name a verdict uses.
 TRUSTED = ("task profile", "TaskProlog", "realized runtime")
@@ -32,19 +33,20 @@ GROUP_OTHER_WRITE, STICKY = 0o022, 0o1000
 
 def probe_script(paths: Mapping[str, str], profile_dir: str) -> str:
     """Shell text for one worker: for each ``label -> path`` (an empty path: the one this worker has in force:
-    ``TaskProlog`` from its slurm.conf, ``realized runtime`` from the profile's ``realized-path``), every entry on
-    the way as ``entry=<label>|<path>|<type>|<uid>|<mode octal>``, ``acl=<label>|<path>|<entry>`` for each ACL entry
-    that grants write (its effective rights), and ``missing=<label>|<path>`` for what does not exist."""
+    ``TaskProlog`` from its slurm.conf, ``realized runtime`` from the profile's ``realized-path``; a relative
+    TaskProlog beside slurm.conf, as slurmd resolves it: taskprolog.py), every entry on the way as
+    ``entry=<label>|<path>|<type>|<uid>|<mode octal>``, ``acl=<label>|<path>|<entry>`` for each ACL entry that grants
+    write (its effective rights), and ``missing=<label>|<path>`` for what does not exist."""
     lines = [
-        "conf=${SLURM_CONF:-/etc/slurm/slurm.conf}",
-        "prolog=$(grep -i '^[[:space:]]*taskprolog[[:space:]]*=' \"$conf\" 2>/dev/null | tail -n1 |"
-        " sed 's/^[^=]*=[[:space:]]*//; s/[[:space:]#].*//')",
+        IN_FORCE_SH,  # the TaskProlog in force, resolved as slurmd resolves it (taskprolog.py)
         f"realized=$(cat {quoted('%s', profile_dir + '/realized-path')} 2>/dev/null)",
         "acls=$(command -v getfacl)",
         _WALK,
     ]
     for label, path in paths.items():
-        given = quoted("%s", path) if path else ('"$prolog"' if label == "TaskProlog" else '"$realized"')
+        given = quoted("%s", path) if path else '"$realized"'
+        if label == "TaskProlog":  # declared or named, resolved as slurmd resolves it
+            given = f'"{resolved_sh(path)}"'
         lines.append(f"walk {quoted('%s', label)} {given}")
     return "\n".join(lines)
 

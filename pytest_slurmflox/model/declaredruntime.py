@@ -9,14 +9,14 @@ the local cohort against the provider's record (:class:`DeclaredRecord` gives th
 :class:`~pytest_slurmflox.model.abilities.RuntimeRecord` interface). It is written by the customer, never read from a
 worker.
 
-Section (every path absolute)::
+Section (every path absolute; task_prolog may be a file name beside slurm.conf, Slurm 25.11+)::
 
     runtime:
       realized_path: /nix/store/...-hpc-17          # required: what $FLOX_ENV is on every worker
       path: [/nix/store/...-hpc-17/bin]             # required: the PATH entries activation puts first, in order
       exports: {HPC_HOME: /nix/store/...-hpc-17}    # required ({} for none): the allow-listed exports, values
       profile_dir: /run/flox-task-profile/current   # required: where the task profile initializer writes
-      task_prolog: /etc/slurm/flox-task-prolog/task-prolog.sh   # required: slurm.conf's TaskProlog
+      task_prolog: /etc/slurm/flox-task-prolog/task-prolog.sh   # required: slurm.conf's TaskProlog (or a file name)
       executables: {/nix/store/...-hpc-17/bin: [python3]}   # optional: commands in PATH entries (TP's shadowing)
       content_digest: sha256:<64 hex>   # optional: T2's content digest of realized_path (runtime.DIGEST_SH listing)
       nar_hash: sha256:<52 base32>      # optional: Nix's NAR hash of realized_path (``nix-store -q --hash``; T2)
@@ -65,6 +65,18 @@ def _absolute(value: Any, key: str) -> str:
     if not isinstance(value, str) or not value.startswith("/") or "\n" in value:
         raise ValueError(f"runtime.{key} must be an absolute path, not {value!r}")
     return value.rstrip("/") or "/"
+
+
+def _task_prolog(value: Any) -> str:
+    """An absolute path, or a bare file name: from Slurm 25.11 slurmd resolves a relative TaskProlog beside its
+    slurm.conf, where a configless controller ships it (judges/taskprolog.py)."""
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", value):
+        return value
+    if isinstance(value, str) and value.startswith("/"):
+        return _absolute(value, "task_prolog")
+    raise ValueError(
+        f"runtime.task_prolog must be an absolute path or a file name beside slurm.conf (configless), not {value!r}"
+    )
 
 
 def _pattern(value: Any, key: str, pattern: re.Pattern[str], form: str) -> str:
@@ -124,7 +136,7 @@ def parse_runtime(section: Any) -> DeclaredRuntime:
         path=path,
         exports=_exports(section["exports"]),
         profile_dir=_absolute(section["profile_dir"], "profile_dir"),
-        task_prolog=_absolute(section["task_prolog"], "task_prolog"),
+        task_prolog=_task_prolog(section["task_prolog"]),
         executables=_executables(section.get("executables"), path),
         content_digest=_pattern(section.get("content_digest"), "content_digest", _DIGEST, "sha256:<64 hex>"),
         nar_hash=_pattern(section.get("nar_hash"), "nar_hash", _NAR, "sha256:<52 base32 characters>"),

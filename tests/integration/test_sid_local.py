@@ -1,7 +1,7 @@
 """Integration: Slurm 26.05 (Debian sid) signed off, and the trust mutations that FAIL on 24.11 still FAIL (issue 51).
 
 Provisioned the way a user does it (the README's first command with ``--slurmflox-local-suite=sid``) in a private
-work dir, with ``--slurmflox-local-accept-expired-release``: the mirror these machines reach is a snapshot whose sid
+work dir, with ``--slurmflox-local-accept-expired-release=1``: the mirror these machines reach is a snapshot whose sid
 Release file has expired (harmless where it has not). The image is the cached one when its recipe is unchanged.
 
 sid differs from trixie where Slurm does (docs/design-notes.md): Debian's 26.05.5 builds no mpi/pmix, so the image
@@ -39,7 +39,7 @@ from acceptance_helpers import (
 
 pytestmark = pytest.mark.integration
 
-SUITE = ("--slurmflox-local-suite=sid", "--slurmflox-local-accept-expired-release")
+SUITE = ("--slurmflox-local-suite=sid", "--slurmflox-local-accept-expired-release=1")
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def test_the_section_reads_back_equal_through_the_one_serializer():
     [
         ({"realized_pth": ENV}, "runtime.realized_pth is not a known key (did you mean runtime.realized_path?)"),
         ({"profile_dir": None}, "runtime.profile_dir is required"),
-        ({"task_prolog": "etc/slurm/prolog.sh"}, "runtime.task_prolog must be an absolute path"),
+        ({"task_prolog": "etc/slurm/prolog.sh"}, "runtime.task_prolog must be an absolute path or a file name"),
         ({"path": []}, "runtime.path must list"),
         ({"path": [f"{ENV}/bin", f"{ENV}/bin/"]}, "runtime.path names an entry twice"),
         ({"exports": ["HPC_HOME"]}, "runtime.exports: ['HPC_HOME'] is a list, expected a mapping"),

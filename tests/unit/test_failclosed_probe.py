@@ -74,6 +74,28 @@ def test_a_worker_whose_slurm_conf_names_another_prolog_than_the_declared_one_is
     assert problem is not None and f"names TaskProlog '{PROLOG}', not the declared /etc/slurm/declared.sh" in problem
 
 
+def test_a_configless_relative_task_prolog_is_run_from_beside_the_slurm_conf_slurmd_read(tmp_path):
+    """Slurm 25.11+ configless: ``TaskProlog=task-prolog.sh`` and the file shipped into slurmd's conf-cache beside
+    slurm.conf (judges/taskprolog.py); the probe runs that copy, from a task whose cwd is elsewhere, and a declared
+    bare name is compared as written."""
+    cache = tmp_path / "conf-cache"
+    cache.mkdir()
+    (cache / "task-prolog.sh").write_text(PROLOG.read_text())
+    (cache / "task-prolog.sh").chmod(0o755)
+    (cache / "slurm.conf").write_text("ClusterName=x\nTaskProlog=task-prolog.sh\n")
+    env = {"SLURM_CONF": str(cache / "slurm.conf"), "PATH": os.environ["PATH"]}
+    for declared in ("", "task-prolog.sh"):
+        script = probe_script(declared)
+        res = subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+        lines = res.stdout.splitlines()
+        assert "taskprolog=task-prolog.sh" in lines, lines
+        assert sorted(x for x in lines if x.startswith("case=")) == sorted(f"case={c} rc=1" for c in CASES), lines
+        assert judge(lines, declared) is None
+    (cache / "task-prolog.sh").unlink()  # named but not shipped: nothing runs, every case is named
+    res = subprocess.run(["/bin/bash", "-c", probe_script()], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert judge(res.stdout.splitlines()) is not None
+
+
 def test_a_worker_without_a_task_prolog_is_named():
     assert "names no TaskProlog" in judge(["conf=/etc/slurm/slurm.conf", "taskprolog="])
 

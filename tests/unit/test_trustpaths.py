@@ -61,6 +61,15 @@ def test_a_root_tree_passes_and_each_entry_another_may_change_is_named(tmp_path)
     assert said == f"TaskProlog {prolog} (regular file, uid 1000, mode 0755): owned by uid 1000, not root"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the tree is root's")
+def test_a_relative_task_prolog_is_walked_where_slurmd_runs_it_beside_slurm_conf(tmp_path):
+    """Slurm 25.11+ (configless): ``TaskProlog=task-prolog.sh`` is the file beside the slurm.conf slurmd read."""
+    root, profile, prolog = _tree(tmp_path)
+    (root / "etc" / "slurm.conf").write_text("TaskProlog=task-prolog.sh\n")
+    entries, _, missing = parse(_probe(root, profile))
+    assert ("TaskProlog", str(prolog)) in {(e.label, e.path) for e in entries} and not missing
+
+
 def test_an_acl_entry_that_grants_write_is_named():
     """What the probe prints for ``getfacl -p -c -e`` entries that grant write (this host has no getfacl: the
     lines replayed in the probe's format, each named with who may write)."""
