@@ -11,25 +11,18 @@ Pure: hashing files and comparing; no process, no key.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..base.digest import sha256_file
 
 #: The manifest's schema, first in the file.
 SCHEMA = "slurmflox-signoff/1"
 #: The manifest and its signature, in the run's folder; neither is listed in the manifest.
 MANIFEST = "manifest.json"
 SIGNATURE = MANIFEST + ".sig"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def folder_files(root: Path) -> dict[str, str]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ...base.digest import sha256_file
 from ...base.run import quoted
 from ...base.waits import Status, lines_or_silence
 from .. import SubstrateUnavailable
@@ -168,14 +169,6 @@ def recipe_key(suite: str) -> str:
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cached_image(suite: str, cache: Path | None = None) -> NodeImage | None:
     """The cached image for ``suite`` if complete (archive, unpacked rootfs, metadata), else None."""
     base = (cache or cache_root()) / "images" / f"{suite}-{recipe_key(suite)}"
@@ -230,7 +223,7 @@ def ensure_image(
 def _unpack_and_record(base: Path, archive: Path, artifacts: Path, meta: dict, progress: Progress) -> None:
     """Hash the archive, unpack the read-only lower dir, write image.json (the image record)."""
     progress("image: hashing the archive")
-    digest = _sha256_file(archive)
+    digest = sha256_file(archive)
     progress("image: unpacking the read-only lower dir")
     rootfs = base / "rootfs"
     rootfs.mkdir()

@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...base.digest import sha256_file
 from .. import SubstrateUnavailable
 
 ALMALINUX_BASE_URL = "https://repo.almalinux.org/almalinux/10/cloud/x86_64/images/"
@@ -29,14 +30,6 @@ CHECKSUM_FILE = "CHECKSUM"
 
 class ImageError(SubstrateUnavailable):
     """A base image is missing, unreadable or has the wrong checksum."""
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

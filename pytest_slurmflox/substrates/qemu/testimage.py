@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...base.digest import sha256_file
 from ...base.run import quoted
-from .images import BootSpec, sha256_file
+from .images import BootSpec
 
 #: Packages the VM layer needs inside an offline guest (the issue's list).
 PACKAGES = (
