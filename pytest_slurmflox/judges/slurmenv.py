@@ -92,6 +92,12 @@ def redirection_problems(
 SHELL_BOOKKEEPING = frozenset({"SHLVL", "OLDPWD", "_"})
 
 
+#: Names whose value Slurm's own configuration decides, so :func:`redirection_problems` judges each task's value
+#: against it: a majority vote among the tasks would name a healthy worker wherever the workers split evenly
+#: (measured on sid, two workers, worker2's TaskProlog exporting SLURM_CONF=/tmp/x: worker1 was named too).
+JUDGED_BY_FACTS = frozenset({"SLURM_CONF"})
+
+
 def _slurm_names(tasks: Mapping[str, Mapping[str, str]]) -> Counter[str]:
     """How many of the tasks have each Slurm-set name (each distinct name classified once: 4096 tasks stay cheap)."""
     every = set().union(*(env.keys() for env in tasks.values()))
@@ -115,7 +121,8 @@ def consistency_problems(
     names = _slurm_names(tasks)
     if len(tasks) > 1:
         _name_problems(tasks, names, out)
-        for name in sorted(n for n, c in names.items() if c == len(tasks) and compared(n, one_step=one_step)):
+        same = (n for n, c in names.items() if c == len(tasks) and compared(n, one_step=one_step))
+        for name in sorted(n for n in same if n not in JUDGED_BY_FACTS):
             _value_problems(tasks, name, out)
     if one_step:
         layout = StepLayout.of(tasks)

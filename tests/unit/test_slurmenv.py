@@ -54,7 +54,18 @@ def test_one_step_tells_one_story_and_the_odd_worker_is_named():
     found = consistency_problems(odd, one_step=True)
     assert list(found) == ["w3"], found
     assert "sets SLURM_SFX_SITE, unlike the other workers' tasks of the step" in found["w3"]
-    assert "SLURM_CONF='/tmp/x', the other workers' tasks have '/etc/slurm/slurm.conf'" in found["w3"]
+    # SLURM_CONF is judged against Slurm's own paths (redirection_problems), never by a vote of the tasks
+    assert not any(p.startswith("SLURM_CONF") for p in found["w3"]), found
+    assert redirection_problems(odd["w3"], "w3", FACTS, submit_dir="/tmp", tmpdir=None)[0].startswith("SLURM_CONF=")
+
+
+def test_two_workers_split_on_slurm_conf_name_only_the_one_that_redirects_it():
+    """sid, two workers, worker2's TaskProlog exporting SLURM_CONF=/tmp/x: a vote of two names both; Slurm's own
+    configuration names worker2 alone."""
+    split = {"w1": task("w1", 0), "w2": task("w2", 1, SLURM_CONF="/tmp/x")}
+    assert consistency_problems(split, one_step=True) == {}
+    said = {n: redirection_problems(t, n, FACTS, submit_dir="/tmp", tmpdir=None) for n, t in split.items()}
+    assert said["w1"] == [] and said["w2"][0].startswith("SLURM_CONF='/tmp/x' redirects"), said
 
 
 def test_batch_jobs_differ_in_their_identity_only():
