@@ -77,6 +77,13 @@ class Rest:
         )
 
 
+def submit_versions(paths) -> list[str]:
+    """The data-parser versions whose ``/slurm/v0.0.N/job/submit`` an OpenAPI document's ``paths`` list, oldest
+    first (Slurm 26.05: v0.0.42-45; 25.11: v0.0.41-44; 24.11: v0.0.40-42; RELEASE_NOTES)."""
+    found = {m.group(1) for path in paths if (m := re.fullmatch(r"/slurm/(v0\.0\.\d+)/job/submit", path))}
+    return sorted(found, key=_minor)
+
+
 def _version(http, declared: str | None, headers: dict[str, str]) -> tuple[str, str]:
     """The highest data-parser version whose job/submit the server documents (or the declared one)."""
     res = http.get("/openapi/v3", headers=headers)
@@ -84,10 +91,7 @@ def _version(http, declared: str | None, headers: dict[str, str]) -> tuple[str, 
         paths = res.json().get("paths") or {}
     except ValueError:
         paths = {}
-    found = sorted(
-        {m.group(1) for path in paths if (m := re.fullmatch(r"/slurm/(v0\.0\.\d+)/job/submit", path))},
-        key=lambda v: int(v.rsplit(".", 1)[1]),
-    )
+    found = submit_versions(paths)
     if declared:
         return declared, f"declared {declared}; the server lists {found}"
     requirement(bool(found), "slurmrestd documents a job/submit endpoint in /openapi/v3", f"HTTP {res.status_code}")

@@ -7,7 +7,8 @@ NOT APPLICABLE (the profile's reason), SKIP or FAIL (a declared capability that 
 contradicts the file) or NOT RUN (keys the file does not declare, or the login unreachable). The verdict rules are
 the suites' own (profiles.py, declared.py, gates.DECLARED_BY). On a target with a reachable Kubernetes API it also
 shows, read-only, the NodeSet, its pods matched to ``sinfo``, the RuntimeClass, the pool's nodes and what the run may
-do (kubedoctor.py). Exit 0 when every required group would run and the declared NodeSet exists, else 1.
+do (kubedoctor.py). Exit 0 when every required group would run, the declared NodeSet exists and ``srun`` offers
+the declared MPI plugin (``slurm.mpi``), else 1.
 """
 
 from __future__ import annotations
@@ -97,6 +98,21 @@ def show(found: dict[str, tuple[bool, str]], say: Callable[[str], None], prefix:
             say(f"{prefix}{'':<12} ... and {len(rows) - 8} more")
 
 
+def mpi_blocking(target: Target, found: dict[str, tuple[bool, str]], say: Callable[[str], None]) -> list[str]:
+    """``["T6"]`` when the cluster answered and ``srun --mpi=list`` does not offer the declared ``slurm.mpi``: T6
+    would FAIL, so sign-off is not reachable (said in one line naming both); else nothing."""
+    from ..judges.mpiplugins import HEADER, offered_plugins
+
+    answered, text = found.get("mpi", (False, ""))
+    if not answered:
+        return []
+    offered = offered_plugins(f"{HEADER}\n{text}")  # the fact's command drops the header line
+    if target.spec.mpi in offered:
+        return []
+    say(f"  T6 would FAIL: slurm.mpi {target.spec.mpi} is not among the MPI plugins srun offers: {', '.join(offered)}")
+    return ["T6"]
+
+
 def kubernetes(target: Target, found: dict[str, tuple[bool, str]], say: Callable[[str], None]) -> list[str]:
     """The Kubernetes side (kubedoctor.py), when the target has a reachable API: printed under ``kubernetes``;
     returns what blocks a run (a missing NodeSet, named)."""
@@ -128,7 +144,7 @@ def doctor(path: Path, say: Callable[[str], None] = print) -> int:
     profile = profile_of(spec)
     say(f"slurmflox doctor: target {spec.name!r} ({path}), profile {profile.name}")
     target = connect(spec)
-    kube_blocking: list[str] = []
+    blocked: list[str] = []
     try:
         found: dict[str, tuple[bool, str]] = {}
         if target.unreachable is None:
@@ -136,14 +152,14 @@ def doctor(path: Path, say: Callable[[str], None] = print) -> int:
             show(found, say)
         else:
             say(f"  {target.unreachable}")
-        kube_blocking = kubernetes(target, found, say)
+        blocked = kubernetes(target, found, say) + mpi_blocking(target, found, say)
         lines = foresee(target, profile, undeclared(spec) if spec.declared is not None else {})
     finally:
         target.close()
     for line in lines:
         mark = "*" if line.required else " "
         say(f"{mark}{line.group:<5} {line.verdict:<14} {' '.join(line.why.split())[:400]}")  # one line each
-    blocking = [g.group for g in lines if g.required and g.verdict != "RUN"] + kube_blocking
+    blocking = [g.group for g in lines if g.required and g.verdict != "RUN"] + blocked
     verdict = f"NOT reachable (blocked: {', '.join(blocking)})" if blocking else "reachable"
     say(f"sign-off {verdict}; * = required group; {time.monotonic() - t0:.1f}s")
     return pytest.ExitCode.TESTS_FAILED if blocking else pytest.ExitCode.OK

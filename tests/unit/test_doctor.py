@@ -45,3 +45,17 @@ def test_an_unreachable_login_is_named_once_and_every_required_group_is_not_run(
     assert "NOT RUN" in rows["T2"] and rows["T2"].startswith("*")
     assert "NOT APPLICABLE" in rows["TA"] and "declares no accounting" in rows["TA"]
     assert lines[-1].startswith("sign-off NOT reachable (blocked: T2,"), lines
+
+
+def test_an_mpi_plugin_the_cluster_does_not_offer_blocks_sign_off_naming_both():
+    """sid's Slurm 26.05.5 as Debian builds it (no mpi/pmix), against a target that says nothing (pmix)."""
+    from types import SimpleNamespace
+
+    from pytest_slurmflox.harness.doctor import mpi_blocking
+
+    sid = (True, "\tnone\n\tcray_shasta\n\tpmi2")  # FACTS["mpi"]: srun --mpi=list after its header line
+    said: list[str] = []
+    assert mpi_blocking(SimpleNamespace(spec=SimpleNamespace(mpi="pmix")), {"mpi": sid}, said.append) == ["T6"]
+    assert said == ["  T6 would FAIL: slurm.mpi pmix is not among the MPI plugins srun offers: none, cray_shasta, pmi2"]
+    assert mpi_blocking(SimpleNamespace(spec=SimpleNamespace(mpi="pmi2")), {"mpi": sid}, said.append) == []
+    assert mpi_blocking(SimpleNamespace(spec=SimpleNamespace(mpi="pmix")), {"mpi": (False, "")}, said.append) == []
