@@ -6,8 +6,8 @@ broken is named. The program is compiled for the occasion on a worker with the w
 
 Where the expectations come from: the plugin is the target file's ``slurm.mpi`` (pmix unless it says; the local
 substrate's sid image declares pmi2, substrates/local/mpistack.py), never what the cluster offers or defaults to;
-the program is written here and prints its world size and ranks; the expected
-size and node spread are the cohort the pre-flight decided (Slurm's partition cross-checked with the owner).
+the program is written here and prints its world size and ranks; the expected size and node spread are the cohort
+the pre-flight decided (Slurm's partition cross-checked with the owner).
 Starting is not talking: the program (suites/_mpitalk.py) prints its rank and world size, then exchanges messages in
 a ring across every worker and between every pair, and a pair of workers that cannot exchange one is named. Both
 checks judge the same step, made once in the run (suites/_shared.py): one MPI launch over the cohort, not two (at 64

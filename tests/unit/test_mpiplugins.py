@@ -18,6 +18,12 @@ def test_the_plugins_slurm_lists_are_read_with_the_versioned_pmix_ones():
     assert offered_plugins("specific pmix plugin versions available: pmix_v4,pmix_v5\n") == []
 
 
+def test_slurm_up_to_21_08_logged_the_list_through_info_on_stderr():
+    """src/common/plugrack.c of slurm-20-11-9-1: ``info("MPI types are...")`` then ``info("%s", name)``."""
+    old = "srun: MPI types are...\nsrun: none\nsrun: pmi2\nsrun: pmix\nsrun: pmix_v3\n"
+    assert offered_plugins(old) == ["none", "pmi2", "pmix", "pmix_v3"]
+
+
 def test_a_sites_profile_printing_around_the_list_adds_no_plugin():
     noisy = "Welcome to the cluster\n\tpmix\n" + SID + "-- motd --\n\tpmix\n"
     assert "pmix" not in offered_plugins(noisy)
