@@ -33,7 +33,7 @@ FACTS: dict[str, str] = {
     "slurm": "scontrol --version",
     "partitions": "sinfo -h -o '%P %a %D %T'",
     "nodes": "sinfo -h -N -o '%N %P %T'",
-    "mpi": "srun --mpi=list 2>&1 | sed 1d",
+    "mpi": "srun --mpi=list 2>&1",  # whole: a site's login may print before Slurm's header (mpiplugins.py)
     "task prolog": "scontrol show config | grep -E '^TaskProlog '",
 }
 
@@ -101,12 +101,12 @@ def show(found: dict[str, tuple[bool, str]], say: Callable[[str], None], prefix:
 def mpi_blocking(target: Target, found: dict[str, tuple[bool, str]], say: Callable[[str], None]) -> list[str]:
     """``["T6"]`` when the cluster answered and ``srun --mpi=list`` does not offer the declared ``slurm.mpi``: T6
     would FAIL, so sign-off is not reachable (said in one line naming both); else nothing."""
-    from ..judges.mpiplugins import HEADER, offered_plugins
+    from ..judges.mpiplugins import offered_plugins
 
     answered, text = found.get("mpi", (False, ""))
     if not answered:
         return []
-    offered = offered_plugins(f"{HEADER}\n{text}")  # the fact's command drops the header line
+    offered = offered_plugins(text)
     if target.spec.mpi in offered:
         return []
     say(f"  T6 would FAIL: slurm.mpi {target.spec.mpi} is not among the MPI plugins srun offers: {', '.join(offered)}")

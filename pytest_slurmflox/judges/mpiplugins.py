@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-HEADER = "MPI plugin types are..."
 _HEADER = re.compile(r"(?:srun: )?MPI (?:plugin )?types are\.\.\.")
 _NAME = re.compile(r"(?:[ \t]+|srun: )([a-z][a-z0-9_]*)[ \t]*")
 _VERSIONS = re.compile(r"[ \t]*specific pmix plugin versions available:[ \t]*([a-z0-9_,]+)[ \t]*")

@@ -51,6 +51,10 @@ ONE_WAY = frozenset({"mpi_bandwidth"})
 #: pairs' 21.9 (5x, the best of three rounds): on shared cores it measures the scheduler's wake-ups, not the link.
 PAIRS_BY_BAND = "a single pair's round trip is judged by its declared band only (on shared cores one healthy pair "
 PAIRS_BY_BAND += "measured 5x the others); a worker every link of which is slow is named"
+#: Why a round trip names no worker below four workers: the links without any one worker are then a single link.
+ONE_LINK_BASELINE = "three workers: the links without any one worker are one round trip, no baseline (a healthy "
+ONE_LINK_BASELINE += "worker's links measured 56-162 us against the third link's 22.6 on a loaded 2-core host); "
+ONE_LINK_BASELINE += "judged by its declared band only"
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,9 @@ def _pairs(metric: Metric, samples: list[Sample], found: Verdicts) -> None:
         return
     if len(links) < 3:
         found.note(metric.name, f"{len(links)} link(s): too few to compare")
+        return
+    if metric.name not in ONE_WAY and len(workers) < 4:
+        found.note(metric.name, ONE_LINK_BASELINE)
         return
     found.judged.add(metric.name)
     named: set[str] = set()

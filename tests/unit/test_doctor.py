@@ -53,7 +53,8 @@ def test_an_mpi_plugin_the_cluster_does_not_offer_blocks_sign_off_naming_both():
 
     from pytest_slurmflox.harness.doctor import mpi_blocking
 
-    sid = (True, "\tnone\n\tcray_shasta\n\tpmi2")  # FACTS["mpi"]: srun --mpi=list after its header line
+    # FACTS["mpi"] as a site login with a chatty profile answers it (the CI run of 64a6550 read nothing past it)
+    sid = (True, "Welcome to site-a\nMPI plugin types are...\n\tnone\n\tcray_shasta\n\tpmi2")
     said: list[str] = []
     assert mpi_blocking(SimpleNamespace(spec=SimpleNamespace(mpi="pmix")), {"mpi": sid}, said.append) == ["T6"]
     assert said == ["  T6 would FAIL: slurm.mpi pmix is not among the MPI plugins srun offers: none, cray_shasta, pmi2"]

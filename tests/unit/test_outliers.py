@@ -5,7 +5,7 @@ each metric (judged by nothing said, never silently passed)."""
 from __future__ import annotations
 
 from pytest_slurmflox.judges.baselines import Sample
-from pytest_slurmflox.judges.outliers import BY_BAND, BY_COHORT, Ratios, assess, judge, switches_of
+from pytest_slurmflox.judges.outliers import BY_BAND, BY_COHORT, ONE_LINK_BASELINE, Ratios, assess, judge, switches_of
 
 
 def _workers(metric: str, **values: float) -> list[Sample]:
@@ -67,11 +67,12 @@ def test_slurms_topology_gives_switch_groups_judged_among_themselves_too():
 
 
 def test_a_worker_every_link_of_which_is_slow_is_named_alone():
-    latency = {"w1->w2": 100, "w2->w3": 100, "w3->w1": 20, "w2->w1": 101, "w3->w2": 99, "w1->w3": 21}
+    latency = {"w1->w2": 100, "w2->w3": 100, "w3->w4": 20, "w4->w1": 21}
+    latency |= {"w2->w1": 101, "w3->w2": 99, "w4->w3": 19, "w1->w4": 20}
     found = judge(_pairs("mpi_latency", latency))
     assert found.problems == [
         "mpi_latency: w2 is an outlier: every link of it is slow (w1-w2 100, w2-w3 99 us > 1.5 x (and +10 us) the "
-        "median of the links without it 20)"
+        "median of the links without it 19.5)"
     ]
     sending = {"w1->w2": 1000, "w2->w3": 100, "w3->w1": 1000, "w2->w1": 110, "w3->w2": 1000, "w1->w3": 1000}
     found = judge(_pairs("mpi_bandwidth", sending))
@@ -80,9 +81,11 @@ def test_a_worker_every_link_of_which_is_slow_is_named_alone():
 
 
 def test_one_slow_link_among_three_workers_names_the_pair_not_a_worker():
-    """A one-way pair is named; a round trip's single slow pair is left to its band (a healthy pair measured 112.8
-    us against the others' 21.9 on a loaded 2-core host), said as such, and names no worker."""
-    latency = {"w1->w2": 112.8, "w2->w3": 20, "w3->w1": 20, "w2->w1": 101, "w3->w2": 19, "w1->w3": 21.9}
+    """A one-way pair among three workers is named; a round trip's single slow pair (four workers) is left to its band
+    (a healthy pair measured 112.8 us against the others' 21.9 on a loaded 2-core host), said as such, and names no
+    worker."""
+    latency = {"w1->w2": 112.8, "w2->w3": 20, "w3->w4": 20, "w4->w1": 21.9}
+    latency |= {"w2->w1": 101, "w3->w2": 19, "w4->w3": 21, "w1->w4": 20.5}
     found = judge(_pairs("mpi_latency", latency))
     assert found.problems == [] and found.unjudged["mpi_latency"][0].startswith("a single pair's round trip")
     one_way = {"w1->w2": 50, "w2->w3": 1000, "w3->w1": 990, "w2->w1": 1010, "w3->w2": 1000, "w1->w3": 1000}
@@ -164,8 +167,18 @@ def test_a_latency_is_slow_only_past_the_ratio_and_the_absolute_slack_too():
 
     ratios = Ratios()
     assert not ratios.slow(METRICS["mpi_latency"], 21.9, 12.3) and ratios.slow(METRICS["mpi_latency"], 40.0, 12.3)
-    slow = {"w1->w2": 40.0, "w2->w3": 41.0, "w3->w1": 12.4, "w2->w1": 39.0, "w3->w2": 42.0, "w1->w3": 12.2}
+    slow = {"w1->w2": 40.0, "w2->w3": 41.0, "w3->w4": 12.4, "w4->w1": 12.2}
+    slow |= {"w2->w1": 39.0, "w3->w2": 42.0, "w4->w3": 12.3, "w1->w4": 12.1}
     assert [p.split(" is ")[0] for p in judge(_pairs("mpi_latency", slow)).problems] == ["mpi_latency: w2"]
+
+
+def test_three_workers_name_no_worker_by_round_trip_one_link_is_no_baseline():
+    """The clean-clone CI of 06 Dec 2026: three healthy workers on a loaded 2-core host, worker3's 8-byte round trips
+    (best of three rounds) 83.2 and 56.0 us against the third link's 22.6: a vote of one link named worker3. At
+    three workers a round trip is judged by its declared band only, and says so."""
+    ci = {"w1->w2": 23.207, "w2->w3": 56.028, "w3->w1": 135.113, "w1->w3": 83.184, "w2->w1": 22.621, "w3->w2": 162.499}
+    found = judge(_pairs("mpi_latency", ci))
+    assert found.problems == [] and found.unjudged["mpi_latency"] == [ONE_LINK_BASELINE]
 
 
 def test_one_fast_worker_does_not_make_the_rest_outliers():

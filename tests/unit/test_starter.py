@@ -29,7 +29,7 @@ ANSWERS = {
     "slurm": (True, "slurm 24.11.5"),
     "partitions": (True, "all* up 3 idle\ndebug up 1 idle"),
     "nodes": (True, "worker1 all idle\nworker2 all idle\nworker3 all idle"),
-    "mpi": (True, "none\npmi2\npmix"),  # srun --mpi=list after its header line
+    "mpi": (True, "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix"),  # srun --mpi=list
     "task prolog": (True, "TaskProlog              = /etc/slurm/flox-task-prolog/task-prolog.sh"),
     "cluster": (
         True,
