@@ -393,8 +393,10 @@ def test_min_job_age_t7_judges_purged_jobs_by_their_accounting_record(deployment
         began = time.monotonic()
         run = run_checks(deployment, "-m", "T7", *NO_TIME_LIMIT, "-p", "sfx_purged", "-n", "0")
         print(f"[minjobage] {time.monotonic() - began:.1f} s, purge wait: {(home / 'purged.txt').read_text()}")
-    listed, _, still = (home / "purged.txt").read_text().split()
-    assert listed == "True" and still == "False", "the array's tasks were never seen purged"
+    # purged: slurmctld no longer lists the array's tasks when the check runs (seen listed first, or already gone on
+    # a loaded host: the clean-clone CI of 4595a21 found them purged at the first look, "False 0 False")
+    _listed, _, still = (home / "purged.txt").read_text().split()
+    assert still == "False", "the array's tasks were still listed when the check ran: nothing was purged"
     assert run.outcomes("failure") == [] and run.outcomes("error") == [], run.output[-3000:]
     assert "test_t07_policy::test_job_array_runs_every_task" in run.outcomes("passed"), run.output[-3000:]
 
@@ -661,9 +663,10 @@ def test_tb_at_three_workers_names_a_throttled_link_a_capped_worker_of_another_r
         assert "mpi_bandwidth: pair worker1->worker2 is slow" in message and "is an outlier" not in message, message
         passes_again(deployment, "-m", "TB", "-k", "pingpong")
 
-        # a reference-only band well below the healthy figures (0.6 x their median: its default band -20% then
-        # holds a healthy worker on a loaded host), far above a worker capped at 5% of a CPU
-        reference = round(0.6 * min(m["median"] for m in triad))
+        # a reference-only band well below the healthy figures (0.3 x their smallest: its default band -20% then holds
+        # a healthy worker on a loaded host; the clean-clone CI of 4595a21 measured healthy workers at 0.45 x the
+        # earlier healthy run's smallest), far above a worker capped at 5% of a CPU
+        reference = round(0.3 * min(m["median"] for m in triad))
         doc = yaml.safe_load((workdir / "target.yaml").read_text())
         doc.setdefault("expect", {})["performance"] = {"memory_triad": {"reference": reference, "unit": "MB/s"}}
         declared = home / "target-tb-reference.yaml"
