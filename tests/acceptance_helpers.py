@@ -52,6 +52,15 @@ LOCAL_PASS_GROUPS = frozenset(
 TASK_PROLOG = "/etc/slurm/flox-task-prolog/task-prolog.sh"
 
 
+def evidence_of(output: str) -> dict:
+    """The evidence.json of the run whose terminal ``output`` this is (its ``slurmflox: artifacts in DIR`` line)."""
+    import json
+
+    found = re.search(r"slurmflox: artifacts in (\S+): ", output)
+    assert found, output[-3000:]
+    return json.loads((Path(found.group(1)) / "evidence.json").read_text())
+
+
 def group_verdicts(output: str) -> dict[str, str]:
     """The sign-off summary's verdict per group (``*T3    PASS  pass 4 ...``), from a run's terminal output."""
     found = re.findall(r"^[* ]?(T[0-9A-Z]+)\s+(PASS|FAIL|SKIP|NOT RUN|NOT APPLICABLE)\s+pass\b", output, re.M)

@@ -15,13 +15,11 @@ list's semantics and says so in its requirement.
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from pathlib import Path
 
 import pytest
-from acceptance_helpers import assert_local_acceptance, cluster_of, deployed, slurm_2205_config
+from acceptance_helpers import assert_local_acceptance, cluster_of, deployed, evidence_of, slurm_2205_config
 
 pytestmark = pytest.mark.integration
 
@@ -66,9 +64,7 @@ def test_the_cluster_runs_bookworms_slurm_with_munge_authentication(deployment):
 def test_the_same_groups_pass_as_on_trixie_and_it_is_signed_off_on_22_05(deployment):
     _, _, _, run = deployment
     assert_local_acceptance(run)
-    found = re.search(r"slurmflox: artifacts in (\S+): ", run.output)
-    assert found, run.output[-3000:]
-    evidence = json.loads((Path(found.group(1)) / "evidence.json").read_text())["run"]
+    evidence = evidence_of(run.output)["run"]
     assert evidence["verdict"] == "SIGNED OFF" and evidence["exit_status"] == 0, evidence
     # the version the cluster's own client reports (sinfo --version)
     assert re.fullmatch(r"22\.05\.\d+", evidence["target"]["Slurm version"]), evidence["target"]

@@ -21,16 +21,15 @@ Mutations, each breaking one worker that is not the first, run against the same 
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from pathlib import Path
 
 import pytest
 from acceptance_helpers import (
     TASK_PROLOG,
     assert_local_acceptance,
     deployed,
+    evidence_of,
     mutated,
     node_sh,
     passes_again,
@@ -50,16 +49,10 @@ def deployment(tmp_path_factory):
         yield recorded
 
 
-def _evidence(output: str) -> dict:
-    found = re.search(r"slurmflox: artifacts in (\S+): ", output)
-    assert found, output[-3000:]
-    return json.loads((Path(found.group(1)) / "evidence.json").read_text())
-
-
 def test_slurm_26_05_is_signed_off_with_the_same_groups_as_trixie(deployment):
     _, workdir, _, run = deployment
     assert_local_acceptance(run)
-    evidence = _evidence(run.output)
+    evidence = evidence_of(run.output)
     assert evidence["run"]["verdict"] == "SIGNED OFF" and evidence["run"]["exit_status"] == 0, evidence["run"]
     # the version the cluster's own client reports (sinfo --version), not the one the image was built from
     assert re.fullmatch(r"26\.05\.\d+", evidence["run"]["target"]["Slurm version"]), evidence["run"]["target"]
